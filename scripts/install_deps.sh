@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian packages inferd needs to build, test and benchmark. Idempotent: when every
+# package is already installed it only runs dpkg-query (well under a second).
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libonnx-dev libdnnl-dev libprotobuf-dev protobuf-compiler
+  libgrpc++-dev protobuf-compiler-grpc libboost-dev
+  libspdlog-dev libfmt-dev libcli11-dev rapidjson-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3-onnx python3-numpy python3-torch python3-torchvision python3-sklearn python3-requests
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "installing: ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

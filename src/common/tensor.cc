@@ -1,0 +1,104 @@
+#include "common/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace inferd {
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string ShapeToString(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+std::vector<int64_t> StridesOf(const Shape& shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i) {
+    strides[i] = strides[i + 1] * shape[i + 1];
+  }
+  return strides;
+}
+
+Tensor Tensor::Allocate(DataType dtype, Shape shape) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  size_t bytes = t.ByteSize();
+  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (rounded == 0) rounded = kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  std::memset(p, 0, rounded);
+  t.owner_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  t.data_ = p;
+  return t;
+}
+
+Tensor Tensor::View(DataType dtype, Shape shape, void* data) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.data_ = data;
+  return t;
+}
+
+Tensor Tensor::Wrap(DataType dtype, Shape shape, void* data, std::shared_ptr<void> owner) {
+  Tensor t = View(dtype, std::move(shape), data);
+  t.owner_ = std::move(owner);
+  return t;
+}
+
+StatusOr<Tensor> Tensor::Reshaped(Shape shape) const {
+  if (inferd::NumElements(shape) != NumElements()) {
+    return InvalidArgument("cannot reshape {} to {}", ShapeToString(shape_), ShapeToString(shape));
+  }
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::Clone() const {
+  Tensor t = Allocate(dtype_, shape_);
+  if (ByteSize() > 0) std::memcpy(t.data_, data_, ByteSize());
+  return t;
+}
+
+double Tensor::GetAsDouble(int64_t i) const {
+  return DispatchAll(
+      dtype_, [&](auto tag) { return static_cast<double>(static_cast<const decltype(tag)*>(data_)[i]); },
+      [] { return 0.0; });
+}
+
+int64_t Tensor::GetAsInt64(int64_t i) const {
+  return DispatchAll(
+      dtype_,
+      [&](auto tag) -> int64_t {
+        using T = decltype(tag);
+        if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+          return static_cast<int64_t>(static_cast<float>(static_cast<const T*>(data_)[i]));
+        } else {
+          return static_cast<int64_t>(static_cast<const T*>(data_)[i]);
+        }
+      },
+      [] { return int64_t{0}; });
+}
+
+StatusOr<std::vector<int64_t>> Tensor::ToInt64Vector() const {
+  if (!IsInteger(dtype_)) {
+    return InvalidArgument("expected an integer tensor, got {}", DataTypeName(dtype_));
+  }
+  std::vector<int64_t> out(static_cast<size_t>(NumElements()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = GetAsInt64(static_cast<int64_t>(i));
+  return out;
+}
+
+std::string Tensor::DebugString() const {
+  return fmt::format("{}{}", DataTypeName(dtype_), ShapeToString(shape_));
+}
+
+}  // namespace inferd

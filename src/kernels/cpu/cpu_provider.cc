@@ -1,0 +1,33 @@
+#include "kernels/cpu/register.h"
+#include "runtime/execution_provider.h"
+
+namespace inferd {
+namespace {
+
+class CpuExecutionProvider final : public ExecutionProvider {
+ public:
+  CpuExecutionProvider() {
+    cpu::RegisterElementwiseKernels(registry_);
+    cpu::RegisterReductionKernels(registry_);
+    cpu::RegisterTensorKernels(registry_);
+    cpu::RegisterNnKernels(registry_);
+    cpu::RegisterQuantizationKernels(registry_);
+    cpu::RegisterMiscKernels(registry_);
+    cpu::RegisterControlFlowKernels(registry_);
+  }
+  std::string_view Name() const override { return "cpu"; }
+  const KernelRegistry& Registry() const override { return registry_; }
+
+ private:
+  KernelRegistry registry_;
+};
+
+}  // namespace
+
+std::shared_ptr<ExecutionProvider> CpuProvider() {
+  static const std::shared_ptr<ExecutionProvider> provider =
+      std::make_shared<CpuExecutionProvider>();
+  return provider;
+}
+
+}  // namespace inferd

@@ -1,0 +1,71 @@
+// Small helpers shared by CPU kernels: axis handling, numpy broadcasting, parallel loops.
+#pragma once
+
+#include <omp.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+#include "common/tensor.h"
+
+namespace inferd::cpu {
+
+// Maps a possibly negative axis into [0, rank); fails if out of range.
+StatusOr<int64_t> NormalizeAxis(int64_t axis, int64_t rank);
+
+// Numpy (multidirectional) broadcast of two or more shapes.
+StatusOr<Shape> BroadcastShapes(const std::vector<Shape>& shapes);
+
+// For an input of shape `in` broadcast to `out` (same or lower rank, right-aligned), the element
+// strides to use when walking `out` in row-major order (0 for broadcast dims).
+std::vector<int64_t> BroadcastStrides(const Shape& in, const Shape& out);
+
+// Iterates `out`'s multi-index in row-major order, keeping an offset per input (using strides from
+// BroadcastStrides). Usage:
+//   BroadcastIterator it(out_shape, {sa, sb});
+//   for (int64_t i = 0; i < n; ++i, it.Next()) c[i] = a[it.offset(0)] + b[it.offset(1)];
+class BroadcastIterator {
+ public:
+  BroadcastIterator(const Shape& out, std::vector<std::vector<int64_t>> strides);
+  // Positions the iterator at flat output index `linear`.
+  void Seek(int64_t linear);
+  int64_t offset(size_t input) const { return offsets_[input]; }
+  void Next();
+
+ private:
+  Shape out_;
+  std::vector<std::vector<int64_t>> strides_;
+  std::vector<int64_t> index_;
+  std::vector<int64_t> offsets_;
+};
+
+// Runs fn(begin, end) over [0, n) split across OpenMP threads when n is large enough.
+template <typename Fn>
+void ParallelFor(int64_t n, int64_t min_chunk, Fn&& fn) {
+  if (n <= 0) return;
+  int threads = omp_get_max_threads();
+  if (threads <= 1 || n < 2 * min_chunk || omp_in_parallel()) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  int64_t chunks = std::min<int64_t>(threads, n / min_chunk);
+#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    int64_t begin = n * c / chunks;
+    int64_t end = n * (c + 1) / chunks;
+    fn(begin, end);
+  }
+}
+
+// Converts a float value to T (rounding rules of static_cast, plus Float16/BFloat16).
+template <typename T>
+inline T FromFloat(double v) {
+  if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+    return T(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+}  // namespace inferd::cpu

@@ -1,0 +1,59 @@
+// Session: load → (optimize) → plan → run one ONNX model.
+//
+//   SessionOptions opts;
+//   opts.num_threads = 2;
+//   ASSIGN_OR_RETURN(auto session, Session::Create("resnet50.onnx", opts));
+//   std::vector<Tensor> outputs;
+//   RETURN_IF_ERROR(session->Run({input}, &outputs));
+//
+// Thread-safety: Run() may be called concurrently; weights are shared read-only and each call has
+// its own intermediate values.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "graph/onnx_io.h"
+#include "runtime/graph_executor.h"
+
+namespace inferd {
+
+struct SessionOptions {
+  // Intra-op threads; 0 means all cores of the machine.
+  int num_threads = 0;
+  ImportOptions import;
+};
+
+class Session {
+ public:
+  static StatusOr<std::unique_ptr<Session>> Create(const std::filesystem::path& model_path,
+                                                   const SessionOptions& options = {});
+  static StatusOr<std::unique_ptr<Session>> Create(Model model, const SessionOptions& options = {});
+
+  const Model& model() const { return *model_; }
+  // Graph inputs that must be fed (in order) and the outputs Run produces (in order).
+  const std::vector<ValueInfo>& inputs() const { return model_->graph.inputs; }
+  const std::vector<ValueInfo>& outputs() const { return model_->graph.outputs; }
+  int num_threads() const { return num_threads_; }
+
+  // Validates count, dtype, rank and fixed dims of `inputs` against the model (INVALID_ARGUMENT
+  // naming the input on mismatch), then runs.
+  Status Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs) const;
+  // Inputs by name (any order); every graph input must be present. Unknown names fail.
+  Status Run(const std::vector<std::pair<std::string, Tensor>>& named_inputs,
+             std::vector<Tensor>* outputs) const;
+
+ private:
+  Session() = default;
+  Status ValidateInputs(std::span<const Tensor> inputs) const;
+
+  std::unique_ptr<Model> model_;
+  std::shared_ptr<GraphExecutor> executor_;
+  int num_threads_ = 1;
+};
+
+}  // namespace inferd
