@@ -1,0 +1,483 @@
+#include "graph/onnx_io.h"
+
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+namespace inferd {
+namespace {
+
+namespace fs = std::filesystem;
+
+StatusOr<std::string> ReadFile(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return NotFound("file not found: {}", path.string());
+  if (fs::is_directory(path, ec)) return InvalidArgument("{} is a directory", path.string());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot open {}: {}", path.string(), std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Internal("error reading {}", path.string());
+  return ss.str();
+}
+
+// Copies `count` elements of a repeated proto field into the tensor, converting each.
+template <typename Dst, typename Field>
+void CopyField(const Field& field, Tensor* t) {
+  Dst* out = t->data<Dst>();
+  for (int i = 0; i < field.size(); ++i) {
+    if constexpr (std::is_same_v<Dst, Float16> || std::is_same_v<Dst, BFloat16>) {
+      out[i] = Dst::FromBits(static_cast<uint16_t>(field.Get(i)));
+    } else {
+      out[i] = static_cast<Dst>(field.Get(i));
+    }
+  }
+}
+
+StatusOr<std::string> ReadExternalData(const onnx::TensorProto& proto, const fs::path& base_dir) {
+  std::string location;
+  int64_t offset = 0, length = -1;
+  for (const auto& kv : proto.external_data()) {
+    if (kv.key() == "location") location = kv.value();
+    try {
+      if (kv.key() == "offset") offset = std::stoll(kv.value());
+      if (kv.key() == "length") length = std::stoll(kv.value());
+    } catch (const std::exception&) {
+      return InvalidArgument("tensor '{}': bad external data {} '{}'", proto.name(), kv.key(),
+                             kv.value());
+    }
+  }
+  if (location.empty()) {
+    return InvalidArgument("tensor '{}' has external data without a location", proto.name());
+  }
+  fs::path rel(location);
+  if (rel.is_absolute() || location.find("..") != std::string::npos) {
+    return InvalidArgument("tensor '{}': external data location '{}' must be a relative path "
+                           "inside the model folder", proto.name(), location);
+  }
+  fs::path full = base_dir / rel;
+  std::ifstream in(full, std::ios::binary);
+  if (!in) return NotFound("tensor '{}': external data file not found: {}", proto.name(),
+                           full.string());
+  in.seekg(0, std::ios::end);
+  int64_t size = in.tellg();
+  if (offset < 0 || offset > size) {
+    return InvalidArgument("tensor '{}': external data offset {} beyond end of {} ({} bytes)",
+                           proto.name(), offset, full.string(), size);
+  }
+  if (length < 0) length = size - offset;
+  if (offset + length > size) {
+    return InvalidArgument("tensor '{}': external data [{}, {}) beyond end of {} ({} bytes)",
+                           proto.name(), offset, offset + length, full.string(), size);
+  }
+  std::string data(static_cast<size_t>(length), '\0');
+  in.seekg(offset);
+  in.read(data.data(), length);
+  if (!in) return Internal("tensor '{}': failed reading {}", proto.name(), full.string());
+  return data;
+}
+
+StatusOr<ValueInfo> ConvertValueInfo(const onnx::ValueInfoProto& p) {
+  ValueInfo vi;
+  vi.name = p.name();
+  if (!p.has_type() || !p.type().has_tensor_type()) return vi;  // sequences, maps: type unknown
+  const auto& tt = p.type().tensor_type();
+  vi.dtype = static_cast<DataType>(tt.elem_type());
+  if (tt.has_shape()) {
+    std::vector<Dim> dims;
+    for (const auto& d : tt.shape().dim()) {
+      Dim dim;
+      if (d.has_dim_value()) dim.value = d.dim_value();
+      if (d.has_dim_param()) dim.param = d.dim_param();
+      dims.push_back(dim);
+    }
+    vi.shape = std::move(dims);
+  }
+  return vi;
+}
+
+StatusOr<std::shared_ptr<Graph>> ConvertGraph(const onnx::GraphProto& gp, const fs::path& base_dir,
+                                              bool is_subgraph);
+
+StatusOr<Attribute> ConvertAttribute(const onnx::AttributeProto& a, const fs::path& base_dir) {
+  Attribute out;
+  using AP = onnx::AttributeProto;
+  switch (a.type()) {
+    case AP::FLOAT: out.type = Attribute::Type::kFloat; out.f = a.f(); break;
+    case AP::INT: out.type = Attribute::Type::kInt; out.i = a.i(); break;
+    case AP::STRING: out.type = Attribute::Type::kString; out.s = a.s(); break;
+    case AP::TENSOR: {
+      out.type = Attribute::Type::kTensor;
+      ASSIGN_OR_RETURN(out.t, TensorFromProto(a.t(), base_dir));
+      break;
+    }
+    case AP::GRAPH: {
+      out.type = Attribute::Type::kGraph;
+      ASSIGN_OR_RETURN(out.g, ConvertGraph(a.g(), base_dir, true));
+      break;
+    }
+    case AP::FLOATS:
+      out.type = Attribute::Type::kFloats;
+      out.floats.assign(a.floats().begin(), a.floats().end());
+      break;
+    case AP::INTS:
+      out.type = Attribute::Type::kInts;
+      out.ints.assign(a.ints().begin(), a.ints().end());
+      break;
+    case AP::STRINGS:
+      out.type = Attribute::Type::kStrings;
+      out.strings.assign(a.strings().begin(), a.strings().end());
+      break;
+    case AP::TENSORS:
+      out.type = Attribute::Type::kTensors;
+      for (const auto& t : a.tensors()) {
+        ASSIGN_OR_RETURN(Tensor tensor, TensorFromProto(t, base_dir));
+        out.tensors.push_back(std::move(tensor));
+      }
+      break;
+    case AP::GRAPHS:
+      out.type = Attribute::Type::kGraphs;
+      for (const auto& g : a.graphs()) {
+        ASSIGN_OR_RETURN(auto sub, ConvertGraph(g, base_dir, true));
+        out.graphs.push_back(std::move(sub));
+      }
+      break;
+    default:
+      return Unimplemented("attribute '{}' has unsupported type {}", a.name(),
+                           static_cast<int>(a.type()));
+  }
+  return out;
+}
+
+StatusOr<std::shared_ptr<Graph>> ConvertGraph(const onnx::GraphProto& gp, const fs::path& base_dir,
+                                              bool is_subgraph) {
+  auto g = std::make_shared<Graph>();
+  g->name = gp.name();
+  if (gp.sparse_initializer_size() > 0) {
+    return Unimplemented("graph '{}' uses sparse initializers, which are not supported",
+                         gp.name());
+  }
+  for (const auto& init : gp.initializer()) {
+    if (init.name().empty()) return InvalidArgument("graph '{}' has an unnamed initializer", g->name);
+    StatusOr<Tensor> t = TensorFromProto(init, base_dir);
+    if (!t.ok()) return t.status().WithContext(fmt::format("initializer '{}'", init.name()));
+    g->initializers[init.name()] = std::move(t).value();
+  }
+  for (const auto& in : gp.input()) {
+    ASSIGN_OR_RETURN(ValueInfo vi, ConvertValueInfo(in));
+    g->inputs.push_back(std::move(vi));
+  }
+  for (const auto& out : gp.output()) {
+    ASSIGN_OR_RETURN(ValueInfo vi, ConvertValueInfo(out));
+    g->outputs.push_back(std::move(vi));
+  }
+  for (const auto& v : gp.value_info()) {
+    ASSIGN_OR_RETURN(ValueInfo vi, ConvertValueInfo(v));
+    g->value_info[vi.name] = std::move(vi);
+  }
+  for (const auto& np : gp.node()) {
+    Node* n = g->AddNode(np.op_type(), {np.input().begin(), np.input().end()},
+                         {np.output().begin(), np.output().end()}, np.name());
+    n->domain = np.domain() == "ai.onnx" ? "" : np.domain();
+    for (const auto& a : np.attribute()) {
+      if (!a.ref_attr_name().empty()) {
+        return Unimplemented("{}: attribute references (functions) are not supported",
+                             n->Describe());
+      }
+      StatusOr<Attribute> attr = ConvertAttribute(a, base_dir);
+      if (!attr.ok()) return attr.status().WithContext(n->Describe());
+      n->attributes[a.name()] = std::move(attr).value();
+    }
+  }
+  if (!is_subgraph) RETURN_IF_ERROR(g->TopologicalSort());
+  return g;
+}
+
+// Sorts subgraphs after the whole model is converted: a subgraph's outer-scope values are only
+// known in the context of its parent.
+Status SortSubgraphs(Graph& g) {
+  for (auto& n : g.nodes) {
+    for (auto& [key, attr] : n->attributes) {
+      std::vector<std::shared_ptr<Graph>> subs = attr.graphs;
+      if (attr.g) subs.push_back(attr.g);
+      for (auto& sub : subs) {
+        RETURN_IF_ERROR(sub->TopologicalSort(sub->OuterScopeValues()));
+        RETURN_IF_ERROR(SortSubgraphs(*sub));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const fs::path& base_dir) {
+  DataType dtype = static_cast<DataType>(proto.data_type());
+  if (dtype == DataType::kString) {
+    return Unimplemented("tensor '{}': string tensors are not supported", proto.name());
+  }
+  if (!IsSupportedDataType(dtype)) {
+    return Unimplemented("tensor '{}': unsupported data type {}", proto.name(),
+                         static_cast<int>(proto.data_type()));
+  }
+  Shape shape(proto.dims().begin(), proto.dims().end());
+  for (int64_t d : shape) {
+    if (d < 0) return InvalidArgument("tensor '{}' has a negative dimension", proto.name());
+  }
+  Tensor t = Tensor::Allocate(dtype, shape);
+  const size_t bytes = t.ByteSize();
+
+  std::string external;
+  const std::string* raw = nullptr;
+  if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    ASSIGN_OR_RETURN(external, ReadExternalData(proto, base_dir));
+    raw = &external;
+  } else if (proto.has_raw_data()) {
+    raw = &proto.raw_data();
+  }
+  if (raw != nullptr) {
+    if (raw->size() != bytes) {
+      return InvalidArgument("tensor '{}': raw data has {} bytes, expected {} for {}", proto.name(),
+                             raw->size(), bytes, t.DebugString());
+    }
+    if (bytes > 0) std::memcpy(t.raw_data(), raw->data(), bytes);
+    return t;
+  }
+
+  const int64_t n = t.NumElements();
+  auto check = [&](int count) -> Status {
+    if (count != n) {
+      return InvalidArgument("tensor '{}': has {} values, expected {} for {}", proto.name(), count,
+                             n, t.DebugString());
+    }
+    return Status::Ok();
+  };
+  switch (dtype) {
+    case DataType::kFloat32:
+      RETURN_IF_ERROR(check(proto.float_data_size()));
+      CopyField<float>(proto.float_data(), &t);
+      break;
+    case DataType::kFloat64:
+      RETURN_IF_ERROR(check(proto.double_data_size()));
+      CopyField<double>(proto.double_data(), &t);
+      break;
+    case DataType::kInt64:
+      RETURN_IF_ERROR(check(proto.int64_data_size()));
+      CopyField<int64_t>(proto.int64_data(), &t);
+      break;
+    case DataType::kUInt32:
+      RETURN_IF_ERROR(check(proto.uint64_data_size()));
+      CopyField<uint32_t>(proto.uint64_data(), &t);
+      break;
+    case DataType::kUInt64:
+      RETURN_IF_ERROR(check(proto.uint64_data_size()));
+      CopyField<uint64_t>(proto.uint64_data(), &t);
+      break;
+    default:  // int32_data holds int8/16/32, uint8/16, bool, and float16/bfloat16 bit patterns
+      RETURN_IF_ERROR(check(proto.int32_data_size()));
+      DispatchAll(
+          dtype, [&](auto tag) { CopyField<decltype(tag)>(proto.int32_data(), &t); }, [] {});
+      break;
+  }
+  return t;
+}
+
+StatusOr<Tensor> LoadTensorProtoFile(const fs::path& path, std::string* name) {
+  ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  onnx::TensorProto proto;
+  if (!proto.ParseFromString(bytes)) {
+    return InvalidArgument("{} is not a valid TensorProto", path.string());
+  }
+  if (name) *name = proto.name();
+  return TensorFromProto(proto, path.parent_path());
+}
+
+StatusOr<Model> ParseOnnxModel(const std::string& bytes, const fs::path& base_dir,
+                               const ImportOptions& options) {
+  onnx::ModelProto mp;
+  if (bytes.empty()) return InvalidArgument("model is empty (0 bytes)");
+  if (!mp.ParseFromString(bytes)) {
+    return InvalidArgument("not a valid ONNX model: protobuf parse failed (corrupt or truncated)");
+  }
+  if (!mp.has_graph()) return InvalidArgument("not a valid ONNX model: it has no graph");
+  if (mp.functions_size() > 0) {
+    return Unimplemented("model-local functions are not supported ({} defined)",
+                         mp.functions_size());
+  }
+  if (options.run_checker) {
+    try {
+      onnx::checker::CheckerContext ctx;
+      std::unordered_map<std::string, int> opsets;
+      for (const auto& op : mp.opset_import()) opsets[op.domain()] = static_cast<int>(op.version());
+      ctx.set_ir_version(static_cast<int>(mp.ir_version()));
+      ctx.set_opset_imports(opsets);
+      ctx.set_model_dir(base_dir.string());
+      onnx::checker::LexicalScopeContext lex;
+      onnx::checker::check_graph(mp.graph(), ctx, lex);
+    } catch (const std::exception& e) {
+      std::string msg = e.what();
+      std::replace(msg.begin(), msg.end(), '\n', ' ');
+      return InvalidArgument("ONNX checker rejected the model: {}", msg);
+    }
+  }
+  if (options.run_shape_inference) {
+    try {
+      onnx::ShapeInferenceOptions si(/*check_type=*/false, /*error_mode=*/0,
+                                     /*enable_data_propagation=*/true);
+      onnx::shape_inference::InferShapes(mp, onnx::OpSchemaRegistry::Instance(), si);
+    } catch (const std::exception& e) {
+      // Shape inference only fills in information; kernels compute shapes themselves.
+      spdlog::debug("shape inference failed, continuing without it: {}", e.what());
+    }
+  }
+
+  Model model;
+  model.ir_version = mp.ir_version();
+  model.producer_name = mp.producer_name();
+  model.producer_version = mp.producer_version();
+  for (const auto& op : mp.opset_import()) {
+    model.opsets[op.domain() == "ai.onnx" ? "" : op.domain()] = op.version();
+  }
+  for (const auto& kv : mp.metadata_props()) model.metadata[kv.key()] = kv.value();
+  ASSIGN_OR_RETURN(std::shared_ptr<Graph> g, ConvertGraph(mp.graph(), base_dir, false));
+  model.graph = std::move(*g);
+  RETURN_IF_ERROR(SortSubgraphs(model.graph));
+  return model;
+}
+
+StatusOr<Model> LoadOnnxModel(const fs::path& path, const ImportOptions& options) {
+  ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+  StatusOr<Model> model = ParseOnnxModel(bytes, path.parent_path(), options);
+  if (!model.ok()) return model.status().WithContext(path.string());
+  return model;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Export
+
+namespace {
+
+void TensorToProto(const std::string& name, const Tensor& t, onnx::TensorProto* p) {
+  p->set_name(name);
+  p->set_data_type(static_cast<int>(t.dtype()));
+  for (int64_t d : t.shape()) p->add_dims(d);
+  p->set_raw_data(std::string(static_cast<const char*>(t.raw_data()), t.ByteSize()));
+}
+
+void ValueInfoToProto(const ValueInfo& vi, onnx::ValueInfoProto* p) {
+  p->set_name(vi.name);
+  if (vi.dtype == DataType::kUndefined) return;
+  auto* tt = p->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(static_cast<int>(vi.dtype));
+  if (!vi.shape) return;
+  auto* shape = tt->mutable_shape();
+  for (const Dim& d : *vi.shape) {
+    auto* dim = shape->add_dim();
+    if (d.known()) {
+      dim->set_dim_value(d.value);
+    } else if (!d.param.empty()) {
+      dim->set_dim_param(d.param);
+    }
+  }
+}
+
+void GraphToProto(const Graph& g, onnx::GraphProto* gp);
+
+void AttributeToProto(const std::string& name, const Attribute& a, onnx::AttributeProto* p) {
+  using AP = onnx::AttributeProto;
+  p->set_name(name);
+  switch (a.type) {
+    case Attribute::Type::kFloat: p->set_type(AP::FLOAT); p->set_f(a.f); break;
+    case Attribute::Type::kInt: p->set_type(AP::INT); p->set_i(a.i); break;
+    case Attribute::Type::kString: p->set_type(AP::STRING); p->set_s(a.s); break;
+    case Attribute::Type::kTensor:
+      p->set_type(AP::TENSOR);
+      TensorToProto("", a.t, p->mutable_t());
+      break;
+    case Attribute::Type::kGraph:
+      p->set_type(AP::GRAPH);
+      GraphToProto(*a.g, p->mutable_g());
+      break;
+    case Attribute::Type::kFloats:
+      p->set_type(AP::FLOATS);
+      for (float f : a.floats) p->add_floats(f);
+      break;
+    case Attribute::Type::kInts:
+      p->set_type(AP::INTS);
+      for (int64_t i : a.ints) p->add_ints(i);
+      break;
+    case Attribute::Type::kStrings:
+      p->set_type(AP::STRINGS);
+      for (const auto& s : a.strings) p->add_strings(s);
+      break;
+    case Attribute::Type::kTensors:
+      p->set_type(AP::TENSORS);
+      for (const auto& t : a.tensors) TensorToProto("", t, p->add_tensors());
+      break;
+    case Attribute::Type::kGraphs:
+      p->set_type(AP::GRAPHS);
+      for (const auto& g : a.graphs) GraphToProto(*g, p->add_graphs());
+      break;
+    case Attribute::Type::kUndefined: break;
+  }
+}
+
+void GraphToProto(const Graph& g, onnx::GraphProto* gp) {
+  gp->set_name(g.name);
+  for (const auto& vi : g.inputs) ValueInfoToProto(vi, gp->add_input());
+  for (const auto& vi : g.outputs) ValueInfoToProto(vi, gp->add_output());
+  for (const auto& [name, vi] : g.value_info) ValueInfoToProto(vi, gp->add_value_info());
+  for (const auto& [name, t] : g.initializers) TensorToProto(name, t, gp->add_initializer());
+  for (const auto& n : g.nodes) {
+    auto* np = gp->add_node();
+    np->set_name(n->name);
+    np->set_op_type(n->op_type);
+    np->set_domain(n->domain);
+    for (const auto& in : n->inputs) np->add_input(in);
+    for (const auto& out : n->outputs) np->add_output(out);
+    for (const auto& [key, attr] : n->attributes) AttributeToProto(key, attr, np->add_attribute());
+  }
+}
+
+}  // namespace
+
+StatusOr<std::string> SerializeOnnxModel(const Model& model) {
+  onnx::ModelProto mp;
+  mp.set_ir_version(model.ir_version);
+  mp.set_producer_name(model.producer_name.empty() ? "inferd" : model.producer_name);
+  mp.set_producer_version(model.producer_version);
+  for (const auto& [domain, version] : model.opsets) {
+    auto* op = mp.add_opset_import();
+    op->set_domain(domain);
+    op->set_version(version);
+  }
+  for (const auto& [k, v] : model.metadata) {
+    auto* kv = mp.add_metadata_props();
+    kv->set_key(k);
+    kv->set_value(v);
+  }
+  GraphToProto(model.graph, mp.mutable_graph());
+  std::string bytes;
+  if (!mp.SerializeToString(&bytes)) {
+    return Internal("failed to serialize the model (is it larger than protobuf's 2 GiB limit?)");
+  }
+  return bytes;
+}
+
+Status SaveOnnxModel(const Model& model, const fs::path& path) {
+  ASSIGN_OR_RETURN(std::string bytes, SerializeOnnxModel(model));
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return NotFound("cannot write {}: {}", path.string(), std::strerror(errno));
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) return Internal("error writing {}", path.string());
+  return Status::Ok();
+}
+
+}  // namespace inferd
