@@ -25,63 +25,81 @@ StatusOr<std::unique_ptr<Session>> Session::Create(Model model, const SessionOpt
                         : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   ExecutorOptions ex_opts;
   ex_opts.num_threads = s->num_threads_;
+  for (const ValueInfo& vi : s->model_->graph.inputs) {
+    if (!s->model_->graph.IsInitializer(vi.name)) s->required_inputs_.push_back(vi);
+  }
   ASSIGN_OR_RETURN(s->executor_,
                    GraphExecutor::Create(s->model_->graph, *s->model_, CpuProvider(), ex_opts));
   return s;
 }
 
-Status Session::ValidateInputs(std::span<const Tensor> inputs) const {
-  const auto& decl = model_->graph.inputs;
-  if (inputs.size() != decl.size()) {
-    return InvalidArgument("model expects {} inputs, got {}", decl.size(), inputs.size());
+Status Session::ValidateInput(const ValueInfo& vi, const Tensor& t) {
+  if (!t.defined()) return InvalidArgument("input '{}' is missing", vi.name);
+  if (vi.dtype != DataType::kUndefined && t.dtype() != vi.dtype) {
+    return InvalidArgument("input '{}' must be {}, got {}", vi.name, DataTypeName(vi.dtype),
+                           DataTypeName(t.dtype()));
   }
-  for (size_t i = 0; i < decl.size(); ++i) {
-    const ValueInfo& vi = decl[i];
-    const Tensor& t = inputs[i];
-    if (!t.defined()) return InvalidArgument("input '{}' is missing", vi.name);
-    if (vi.dtype != DataType::kUndefined && t.dtype() != vi.dtype) {
-      return InvalidArgument("input '{}' must be {}, got {}", vi.name, DataTypeName(vi.dtype),
-                             DataTypeName(t.dtype()));
+  if (!vi.shape) return Status::Ok();
+  if (static_cast<size_t>(t.rank()) != vi.shape->size()) {
+    return InvalidArgument("input '{}' must have shape {} (rank {}), got {}", vi.name,
+                           vi.ShapeString(), vi.shape->size(), ShapeToString(t.shape()));
+  }
+  for (size_t d = 0; d < vi.shape->size(); ++d) {
+    const Dim& dim = (*vi.shape)[d];
+    if (dim.known() && dim.value != t.dim(static_cast<int64_t>(d))) {
+      return InvalidArgument("input '{}' must have shape {}, got {} (dimension {} differs)",
+                             vi.name, vi.ShapeString(), ShapeToString(t.shape()), d);
     }
-    if (!vi.shape) continue;
-    if (static_cast<size_t>(t.rank()) != vi.shape->size()) {
-      return InvalidArgument("input '{}' must have shape {} (rank {}), got {}", vi.name,
-                             vi.ShapeString(), vi.shape->size(), ShapeToString(t.shape()));
-    }
-    for (size_t d = 0; d < vi.shape->size(); ++d) {
-      const Dim& dim = (*vi.shape)[d];
-      if (dim.known() && dim.value != t.dim(static_cast<int64_t>(d))) {
-        return InvalidArgument("input '{}' must have shape {}, got {} (dimension {} differs)",
-                               vi.name, vi.ShapeString(), ShapeToString(t.shape()), d);
-      }
-    }
+  }
+  return Status::Ok();
+}
+
+Status Session::ValidateInputs(std::span<const Tensor> inputs) const {
+  if (inputs.size() != required_inputs_.size()) {
+    return InvalidArgument("model expects {} inputs, got {}", required_inputs_.size(),
+                           inputs.size());
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    RETURN_IF_ERROR(ValidateInput(required_inputs_[i], inputs[i]));
   }
   return Status::Ok();
 }
 
 Status Session::Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs) const {
   RETURN_IF_ERROR(ValidateInputs(inputs));
-  // OpenMP's thread count is per calling thread, so set it on every call.
-  omp_set_num_threads(num_threads_);
-  return executor_->Run(inputs, outputs);
+  std::vector<std::pair<std::string, Tensor>> named;
+  named.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) named.emplace_back(required_inputs_[i].name, inputs[i]);
+  return Run(named, outputs);
 }
 
 Status Session::Run(const std::vector<std::pair<std::string, Tensor>>& named_inputs,
                     std::vector<Tensor>* outputs) const {
-  const auto& decl = model_->graph.inputs;
-  std::vector<Tensor> ordered(decl.size());
+  const Graph& g = model_->graph;
+  std::vector<Tensor> ordered(g.inputs.size());
   for (const auto& [name, tensor] : named_inputs) {
     size_t i = 0;
-    while (i < decl.size() && decl[i].name != name) ++i;
-    if (i == decl.size()) {
+    while (i < g.inputs.size() && g.inputs[i].name != name) ++i;
+    if (i == g.inputs.size()) {
       std::string known;
-      for (const auto& vi : decl) known += (known.empty() ? "" : ", ") + vi.name;
+      for (const auto& vi : required_inputs_) known += (known.empty() ? "" : ", ") + vi.name;
       return InvalidArgument("unknown input '{}' (model inputs: {})", name, known);
     }
     if (ordered[i].defined()) return InvalidArgument("input '{}' given twice", name);
+    RETURN_IF_ERROR(ValidateInput(g.inputs[i], tensor));
     ordered[i] = tensor;
   }
-  return Run(ordered, outputs);
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    if (ordered[i].defined()) continue;
+    auto init = g.initializers.find(g.inputs[i].name);
+    if (init == g.initializers.end()) {
+      return InvalidArgument("input '{}' is missing", g.inputs[i].name);
+    }
+    ordered[i] = init->second;  // the initializer is the default of a shadowing input
+  }
+  // OpenMP's thread count is per calling thread, so set it on every call.
+  omp_set_num_threads(num_threads_);
+  return executor_->Run(ordered, outputs);
 }
 
 }  // namespace inferd

@@ -35,8 +35,10 @@ class Session {
   static StatusOr<std::unique_ptr<Session>> Create(Model model, const SessionOptions& options = {});
 
   const Model& model() const { return *model_; }
-  // Graph inputs that must be fed (in order) and the outputs Run produces (in order).
-  const std::vector<ValueInfo>& inputs() const { return model_->graph.inputs; }
+  // Graph inputs that must be fed (in order) and the outputs Run produces (in order). Graph inputs
+  // that shadow an initializer are optional: the initializer is their default, and they can be
+  // overridden by name through the named Run().
+  const std::vector<ValueInfo>& inputs() const { return required_inputs_; }
   const std::vector<ValueInfo>& outputs() const { return model_->graph.outputs; }
   int num_threads() const { return num_threads_; }
 
@@ -50,6 +52,9 @@ class Session {
  private:
   Session() = default;
   Status ValidateInputs(std::span<const Tensor> inputs) const;
+  static Status ValidateInput(const ValueInfo& decl, const Tensor& t);
+
+  std::vector<ValueInfo> required_inputs_;
 
   std::unique_ptr<Model> model_;
   std::shared_ptr<GraphExecutor> executor_;
