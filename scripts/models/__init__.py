@@ -1,0 +1,1 @@
+"""Model definitions and reference-data helpers for scripts/export_models.py."""
