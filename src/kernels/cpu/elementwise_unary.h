@@ -1,0 +1,63 @@
+// The unary element-wise kernel template shared by elementwise_unary.cc (math) and
+// elementwise_activation.cc (activations).
+//
+// An op is a struct with kName, kTypes (a TypeClass), `template <class T> using Out` (the output
+// element type for input T), `Status Init(const Node&)` (parses attributes) and
+// `template <class T> Out<T> Apply(T x) const`. Float ops compute in ComputeT<T> (float for
+// float16/bfloat16) through the INFERD_FLOAT_UNARY helper below.
+#pragma once
+
+#include "kernels/cpu/elementwise_util.h"
+#include "runtime/op_kernel.h"
+
+namespace inferd::cpu {
+
+struct UnaryOpBase {
+  Status Init(const Node&) { return Status::Ok(); }
+  template <typename T>
+  using Out = T;
+};
+
+template <typename Op>
+class UnaryKernel final : public OpKernel {
+ public:
+  Status Init(const KernelInfo& info) override { return op_.Init(info.node()); }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor* x = ctx.Input(0);
+    if (x == nullptr) return InvalidArgument("{} needs an input", Op::kName);
+    return DispatchClass<Op::kTypes>(x->dtype(), Op::kName, [&](auto tag) -> Status {
+      using T = decltype(tag);
+      using O = typename Op::template Out<T>;
+      Tensor* out = ctx.AllocateOutput(0, DataTypeOf<O>::value, x->shape());
+      const Op op = op_;
+      UnaryMap(x->data<T>(), out->data<O>(), x->NumElements(),
+               [op](T v) -> O { return op.template Apply<T>(v); });
+      return Status::Ok();
+    });
+  }
+
+ private:
+  Op op_;
+};
+
+template <typename Op>
+void AddUnary(KernelRegistry& r, int since, int until = kOpsetMax) {
+  r.Add(Op::kName, since, until, TypesOf(Op::kTypes), MakeKernel<UnaryKernel<Op>>());
+}
+
+}  // namespace inferd::cpu
+
+// Declares an attribute-free op computing `expr` on `a` (of type C = ComputeT<T>).
+#define INFERD_SIMPLE_UNARY(Name, Types, expr)  \
+  struct Name##Op : ::inferd::cpu::UnaryOpBase { \
+    static constexpr const char* kName = #Name;  \
+    static constexpr TypeClass kTypes = Types;   \
+    template <typename T>                        \
+    T Apply(T x) const {                         \
+      using C = ComputeT<T>;                     \
+      C a = Up(x);                               \
+      (void)sizeof(C);                           \
+      return Down<T>(expr);                      \
+    }                                            \
+  };
