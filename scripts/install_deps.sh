@@ -10,6 +10,7 @@ PACKAGES=(
   libspdlog-dev libfmt-dev libcli11-dev rapidjson-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-onnx python3-numpy python3-torch python3-torchvision python3-sklearn python3-requests
+  prometheus python3-grpcio wrk curl
 )
 
 missing=()
