@@ -1,0 +1,66 @@
+// Request and response types of the serving layer, shared by ModelManager and the frontends.
+//
+// A frontend decodes a KServe v2 request (HTTP JSON/binary or gRPC) into an InferenceRequest whose
+// input tensors may be views into the request body; `body` keeps that memory alive until the
+// response callback has run. ModelManager::Infer validates the request, queues it and calls the
+// ResponseCallback exactly once, from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/data_type.h"
+#include "common/status.h"
+#include "common/tensor.h"
+
+namespace inferd::serving {
+
+struct InferInput {
+  std::string name;
+  Tensor tensor;  // may be a view into InferenceRequest::body
+};
+
+struct InferenceRequest {
+  std::string model_name;
+  int64_t model_version = -1;  // -1: the highest READY version
+  std::string id;              // echoed in the response
+  std::vector<InferInput> inputs;
+  std::vector<std::string> requested_outputs;  // empty: all model outputs, in model order
+  // Priority level, 1 = highest; 0 = the model's default_priority_level. Ignored without
+  // dynamic_batching priority levels.
+  uint32_t priority = 0;
+  // Queue timeout; 0 = the model's default (the queue policy's default_timeout_microseconds).
+  // Only honoured when the policy has allow_timeout_override.
+  std::chrono::microseconds timeout{0};
+  std::shared_ptr<const void> body;  // keeps memory viewed by `inputs` alive
+};
+
+struct InferenceResponse {
+  std::string model_name;
+  int64_t model_version = -1;
+  std::string id;
+  // Owned tensors (never views into the request), in requested order.
+  std::vector<std::pair<std::string, Tensor>> outputs;
+};
+
+// Called exactly once per request, from any thread (a worker thread, or the caller's thread for
+// requests rejected before queuing). On a non-OK Status the response holds only name/version/id.
+// Status codes: NOT_FOUND (unknown model/version), INVALID_ARGUMENT (bad request),
+// UNAVAILABLE (model not ready, queue full, queue timeout expired — as Triton, which answers 503 —
+// or server shutting down), INTERNAL (engine failure).
+using ResponseCallback = std::function<void(Status, InferenceResponse)>;
+
+// KServe/Triton datatype names: "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16",
+// "INT32", "INT64", "FP16", "BF16", "FP32", "FP64". "BYTES" (strings) is not supported and returns
+// INVALID_ARGUMENT, like every other unknown name.
+StatusOr<DataType> DataTypeFromKServe(std::string_view name);
+// The KServe name of `t`; "" for types without one (undefined, string, complex).
+const char* KServeName(DataType t);
+
+}  // namespace inferd::serving
