@@ -1,4 +1,4 @@
-// Control flow: If, Loop, Scan. Bodies are GraphExecutors built once in Init; values the bodies
+// Control flow: If, Loop, Scan (opset 8 and 9+). Bodies are GraphExecutors built once in Init; values the bodies
 // capture from enclosing graphs are resolved by the executor through the KernelContext's frame.
 #include <cstring>
 #include <memory>
@@ -286,11 +286,105 @@ class ScanKernel final : public OpKernel {
   std::vector<int64_t> in_dirs_, in_axes_, out_dirs_, out_axes_;
 };
 
+// Scan opset 8: optional sequence_lens, then states and scan inputs that all carry a leading batch
+// axis; scan inputs are [batch, seq, ...]. Each batch entry is scanned on its own; scan outputs
+// shorter than the longest sequence are zero-padded.
+class Scan8Kernel final : public OpKernel {
+ public:
+  Status Init(const KernelInfo& info) override {
+    ASSIGN_OR_RETURN(body_, BuildBody(info, "body"));
+    const Node& n = info.node();
+    num_scan_in_ = n.GetInt("num_scan_inputs", -1);
+    int64_t num_inputs = static_cast<int64_t>(info.NumInputs()) - 1;  // minus sequence_lens
+    if (num_scan_in_ < 1 || num_scan_in_ > num_inputs) {
+      return InvalidArgument("Scan num_scan_inputs {} is invalid for {} inputs", num_scan_in_,
+                             num_inputs);
+    }
+    num_state_ = num_inputs - num_scan_in_;
+    const Graph& g = body_->graph();
+    if (static_cast<int64_t>(g.inputs.size()) != num_inputs) {
+      return InvalidArgument("Scan body has {} inputs, expected {}", g.inputs.size(), num_inputs);
+    }
+    num_scan_out_ = static_cast<int64_t>(g.outputs.size()) - num_state_;
+    if (num_scan_out_ < 0) return InvalidArgument("Scan body has too few outputs");
+    dirs_ = n.GetInts("directions", std::vector<int64_t>(num_scan_in_, 0));
+    if (static_cast<int64_t>(dirs_.size()) != num_scan_in_) {
+      return InvalidArgument("Scan directions must have {} entries", num_scan_in_);
+    }
+    return Status::Ok();
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    int64_t batch = -1, seq = -1;
+    for (int64_t i = 0; i < num_state_ + num_scan_in_; ++i) {
+      const Tensor* t = ctx.Input(1 + i);
+      bool scan = i >= num_state_;
+      if (t == nullptr || t->rank() < (scan ? 2 : 1)) {
+        return InvalidArgument("Scan input {} is missing or lacks batch{} axes", i, scan ? "/sequence" : "");
+      }
+      if (batch >= 0 && t->dim(0) != batch) return InvalidArgument("Scan inputs differ in batch size");
+      batch = t->dim(0);
+      if (scan) {
+        if (seq >= 0 && t->dim(1) != seq) return InvalidArgument("Scan inputs differ in length");
+        seq = t->dim(1);
+      }
+    }
+    std::vector<int64_t> lens(batch, seq);
+    if (const Tensor* sl = ctx.Input(0)) {
+      if (sl->NumElements() != batch) return InvalidArgument("Scan sequence_lens needs {} values", batch);
+      for (int64_t b = 0; b < batch; ++b) {
+        lens[b] = sl->GetAsInt64(b);
+        if (lens[b] < 0 || lens[b] > seq) return InvalidArgument("Scan sequence length {} out of range", lens[b]);
+      }
+    }
+    std::vector<std::vector<Tensor>> states(num_state_), scans(num_scan_out_);
+    std::vector<Tensor> feeds(num_state_ + num_scan_in_), outs;
+    for (int64_t b = 0; b < batch; ++b) {
+      for (int64_t i = 0; i < num_state_; ++i) feeds[i] = SliceAlong(*ctx.Input(1 + i), 0, b);
+      std::vector<Tensor> seqs;
+      for (int64_t j = 0; j < num_scan_in_; ++j) {
+        seqs.push_back(SliceAlong(*ctx.Input(1 + num_state_ + j), 0, b));
+      }
+      std::vector<std::vector<Tensor>> steps(num_scan_out_);
+      for (int64_t t = 0; t < lens[b]; ++t) {
+        for (int64_t j = 0; j < num_scan_in_; ++j) {
+          feeds[num_state_ + j] = SliceAlong(seqs[j], 0, dirs_[j] ? lens[b] - 1 - t : t);
+        }
+        RETURN_IF_ERROR(ctx.RunSubgraph(*body_, feeds, &outs).WithContext("Scan body"));
+        for (int64_t i = 0; i < num_state_; ++i) feeds[i] = std::move(outs[i]);
+        for (int64_t k = 0; k < num_scan_out_; ++k) steps[k].push_back(std::move(outs[num_state_ + k]));
+      }
+      for (int64_t i = 0; i < num_state_; ++i) states[i].push_back(feeds[i]);
+      for (int64_t k = 0; k < num_scan_out_; ++k) {
+        if (steps[k].empty()) return Unimplemented("Scan with an empty sequence");
+        while (static_cast<int64_t>(steps[k].size()) < seq) {
+          steps[k].push_back(Tensor::Allocate(steps[k][0].dtype(), steps[k][0].shape()));
+        }
+        ASSIGN_OR_RETURN(Tensor stacked, StackAlong(steps[k], 0, false, "Scan output"));
+        scans[k].push_back(std::move(stacked));
+      }
+    }
+    for (int64_t i = 0; i < num_state_ + num_scan_out_; ++i) {
+      if (i >= static_cast<int64_t>(ctx.NumOutputs())) break;
+      const auto& parts = i < num_state_ ? states[i] : scans[i - num_state_];
+      ASSIGN_OR_RETURN(Tensor stacked, StackAlong(parts, 0, false, "Scan output"));
+      ctx.SetOutput(i, std::move(stacked));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::shared_ptr<GraphExecutor> body_;
+  int64_t num_state_ = 0, num_scan_in_ = 0, num_scan_out_ = 0;
+  std::vector<int64_t> dirs_;
+};
+
 }  // namespace
 
 void RegisterControlFlowKernels(KernelRegistry& r) {
   r.Add("If", 1, kOpsetMax, {}, MakeKernel<IfKernel>());
   r.Add("Loop", 1, kOpsetMax, {}, MakeKernel<LoopKernel>());
+  r.Add("Scan", 8, 8, {}, MakeKernel<Scan8Kernel>());
   r.Add("Scan", 9, kOpsetMax, {}, MakeKernel<ScanKernel>());
 }
 

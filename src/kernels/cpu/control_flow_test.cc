@@ -229,6 +229,21 @@ TEST(ScanTest, AxesDirectionsAndCapturedBias) {
   ExpectTensorNear((*r)[1], Tensor::FromVector<float>({9, 7, 4, 18, 13, 7}, {2, 3}));
 }
 
+TEST(ScanTest, Opset8BatchedWithSequenceLengths) {
+  Model m = ScanModel({}, {}, {}, {});
+  m.opsets[""] = 8;
+  m.graph.inputs.insert(m.graph.inputs.begin(), Vi("lens", DataType::kInt64));
+  m.graph.nodes.back()->inputs.insert(m.graph.nodes.back()->inputs.begin(), "lens");
+  Tensor x = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6, /**/ 1, 1, 2, 2, 9, 9}, {2, 3, 2});
+  auto r = RunModel(std::move(m), {Tensor::FromVector<int64_t>({3, 2}),
+                                   Tensor::FromVector<float>({0, 0, 0, 0}, {2, 2}), x,
+                                   Tensor::Scalar<float>(0.f)});
+  if (!r.ok() && r.status().code() == StatusCode::kUnimplemented) GTEST_SKIP() << r.status().ToString();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectTensorNear((*r)[0], Tensor::FromVector<float>({9, 12, 3, 3}, {2, 2}));
+  ExpectTensorNear((*r)[1], Tensor::FromVector<float>({1, 2, 4, 6, 9, 12, 1, 1, 3, 3, 0, 0}, {2, 3, 2}));
+}
+
 TEST(ScanTest, MismatchedBodyFails) {
   Model m = ScanModel({}, {}, {}, {});
   m.graph.nodes.back()->attributes["num_scan_inputs"] = testing::AttrInt(5);
