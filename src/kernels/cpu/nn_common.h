@@ -1,0 +1,77 @@
+// Helpers shared by the neural-network kernels (nn_*.cc): sliding-window geometry (Conv, pools),
+// float32 staging for types oneDNN lacks, fused-activation post-ops and oneDNN error wrapping.
+#pragma once
+
+#include <dnnl.hpp>
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/tensor.h"
+#include "graph/graph.h"
+#include "runtime/op_kernel.h"
+
+namespace inferd::cpu {
+
+// Window attributes of Conv, ConvTranspose and the pools, parsed once from the node.
+struct WindowAttrs {
+  std::string auto_pad = "NOTSET";  // NOTSET, SAME_UPPER, SAME_LOWER, VALID
+  std::vector<int64_t> kernel_shape;  // empty: taken from the weight (Conv)
+  std::vector<int64_t> strides;       // empty: all 1
+  std::vector<int64_t> dilations;     // empty: all 1
+  std::vector<int64_t> pads;          // empty: all 0; else begin..., end...
+  bool ceil_mode = false;
+
+  // Reads auto_pad, kernel_shape, strides, dilations, pads (and ceil_mode if `with_ceil_mode`).
+  // Checks values are positive (pads non-negative) and auto_pad is known.
+  Status Parse(const Node& node, bool with_ceil_mode);
+};
+
+// Geometry for one spatial rank, after resolving defaults and auto_pad.
+struct WindowGeometry {
+  std::vector<int64_t> kernel, strides, dilations, pad_begin, pad_end, out;
+  // The end pads before ceil_mode grew them (what AveragePool's count_include_pad counts).
+  std::vector<int64_t> pad_end_given;
+  int64_t rank() const { return static_cast<int64_t>(kernel.size()); }
+};
+
+// Resolves `attrs` for input spatial dims `in` and kernel `kernel` (the weight's or the attribute's)
+// into output dims and explicit pads (Conv / pool forward formula, ceil_mode honoured). With
+// ceil_mode, pad_end is grown so that oneDNN's floor formula yields the same output size.
+StatusOr<WindowGeometry> ResolveWindow(const WindowAttrs& attrs, const std::vector<int64_t>& in,
+                                       const std::vector<int64_t>& kernel,
+                                       const std::string& what);
+
+// oneDNN dilation convention is ONNX dilation - 1.
+dnnl::memory::dims DnnlDilations(const std::vector<int64_t>& d);
+
+// Row-major strides of `dims` (for plain memory descriptors in any rank).
+dnnl::memory::dims PlainStrides(const dnnl::memory::dims& dims);
+dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims,
+                             dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
+
+// Returns `t` if it is float32, else a float32 copy (float16, bfloat16, float64 inputs).
+Tensor ToFloat32(const Tensor& t);
+// Sets output i of `ctx` to the float32 result `f32`, converted to `dtype` when that is not float32.
+void SetOutputFromFloat32(KernelContext& ctx, size_t i, DataType dtype, const Tensor& f32);
+
+// Builds post-ops for an optional fused activation given by the node attributes "activation"
+// ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid") and "activation_params"
+// (floats). No attribute: empty post-ops. This is how graph fusion passes attach an activation to
+// Conv/MatMul/Gemm nodes (in the ai.inferd domain or as an extra attribute).
+Status ParseFusedActivation(const Node& node, dnnl::post_ops* ops);
+
+// Runs fn and converts a dnnl::error (or std::exception) into an Internal status naming `node`.
+template <typename Fn>
+Status DnnlTry(const Node& node, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const dnnl::error& e) {
+    return Status(StatusCode::kInternal, node.Describe() + ": oneDNN error: " + e.what());
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInternal, node.Describe() + ": " + e.what());
+  }
+}
+
+}  // namespace inferd::cpu
