@@ -1,3 +1,101 @@
-#include <cstdio>
+// The `inferd` command line. Each subcommand lives in its own file (run_command.cc,
+// inspect_command.cc); this file only parses arguments and maps Status to exit codes:
+// 0 success, 1 error (one line on stderr), 2 bad command-line usage.
+#include <exception>
+#include <iostream>
+#include <string>
 
-int main() { return 0; }
+#include <CLI/CLI.hpp>
+
+#include "common/status.h"
+#include "tools/inspect_command.h"
+#include "tools/run_command.h"
+
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+// Errors are one line: multi-line library messages (the onnx checker's) are joined.
+int Fail(const std::string& message) {
+  std::string line = message;
+  for (char& c : line) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  std::cerr << "inferd: error: " << line << std::endl;
+  return 1;
+}
+
+int Report(const inferd::Status& status) { return status.ok() ? 0 : Fail(status.message()); }
+
+int Main(int argc, char** argv) {
+  CLI::App app{"inferd: an ONNX inference engine (run, inspect; serving comes later)", "inferd"};
+  app.set_version_flag("--version", std::string("inferd ") + kVersion);
+  app.require_subcommand(1, 1);
+  app.fallthrough(false);
+
+  inferd::tools::RunOptions run;
+  std::string run_model;
+  std::string run_output_dir;
+  CLI::App* run_cmd = app.add_subcommand("run", "Run a model once on .npy or random inputs");
+  run_cmd->add_option("model", run_model, "Model file (.onnx)")->required();
+  run_cmd->add_option("--input,-i", run.inputs,
+                      "NAME=FILE.npy for an input (repeatable); inputs not given get random data "
+                      "of the declared shape at batch 1");
+  run_cmd->add_option("--output-dir,-o", run_output_dir,
+                      "Write each output as DIR/<output name>.npy");
+  run_cmd->add_option("--threads,-t", run.threads, "Intra-op threads (0 = all cores)")
+      ->check(CLI::NonNegativeNumber);
+  run_cmd->add_option("--seed", run.seed, "Seed for random inputs");
+
+  std::string inspect_model;
+  CLI::App* inspect_cmd = app.add_subcommand(
+      "inspect", "Show inputs, outputs, opsets, op histogram, parameters, a FLOPs estimate and "
+                 "unsupported ops");
+  inspect_cmd->add_option("model", inspect_model, "Model file (.onnx)")->required();
+
+  // Registered so `inferd --help` shows the planned interface; each exits with an error for now.
+  const char* planned[][2] = {
+      {"serve", "Serve a model repository over KServe v2 HTTP/gRPC (not implemented yet)"},
+      {"optimize", "Optimize a model and write it as ONNX (not implemented yet)"},
+      {"quantize", "Quantize a model to int8/bf16/fp16/int4 (not implemented yet)"},
+      {"bench", "Measure latency and throughput (not implemented yet)"},
+  };
+  for (const auto& p : planned) {
+    CLI::App* cmd = app.add_subcommand(p[0], p[1]);
+    cmd->allow_extras();
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::string where = app.get_subcommands().empty()
+                            ? std::string("inferd --help")
+                            : "inferd " + app.get_subcommands()[0]->get_name() + " --help";
+    Fail(std::string(e.what()) + " (see " + where + ")");
+    return 2;
+  }
+
+  if (run_cmd->parsed()) {
+    run.model = run_model;
+    run.output_dir = run_output_dir;
+    return Report(inferd::tools::RunModelCommand(run, std::cout, std::cerr));
+  }
+  if (inspect_cmd->parsed()) {
+    return Report(inferd::tools::InspectModelCommand(inspect_model, std::cout));
+  }
+  return Fail("'" + app.get_subcommands()[0]->get_name() + "' is not implemented yet");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // No exception may escape (CLI11 and the standard library throw); report it as one line.
+  try {
+    return Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    return Fail("out of memory");
+  } catch (const std::exception& e) {
+    return Fail(std::string("internal error: ") + e.what());
+  }
+}

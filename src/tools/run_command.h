@@ -1,0 +1,29 @@
+// `inferd run`: load a model, feed .npy files or random inputs, write the outputs as .npy.
+#pragma once
+
+#include <filesystem>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace inferd::tools {
+
+struct RunOptions {
+  std::filesystem::path model;
+  // "NAME=FILE.npy" arguments; inputs not named here get random data (see RandomInput).
+  std::vector<std::string> inputs;
+  // Where to write <output name>.npy; empty: write nothing.
+  std::filesystem::path output_dir;
+  // Intra-op threads; 0 = all cores.
+  int threads = 0;
+  // Seed for random inputs.
+  uint64_t seed = 0;
+};
+
+// Runs the model once. Prints one summary line per output and the timings to `out`, notes (e.g.
+// which inputs were generated) to `log`. Errors name the input, file or node at fault.
+Status RunModelCommand(const RunOptions& options, std::ostream& out, std::ostream& log);
+
+}  // namespace inferd::tools

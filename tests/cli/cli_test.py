@@ -1,0 +1,181 @@
+#!/usr/bin/python3
+"""Bad-input tests for the `inferd` command line.
+
+Every case must end with exit code 1 (never a signal, never a hang) and exactly one line on stderr
+starting with "inferd: error: ". Models are generated at test time with onnx.helper under
+--work-dir (never committed). A few good-path checks make sure the bad cases fail for the right
+reason. Run by ctest (see CMakeLists.txt), or by hand:
+    /usr/bin/python3 tests/cli/cli_test.py --inferd build/inferd --work-dir /tmp/cli_test
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+TIMEOUT_S = 60
+
+
+def make_models(d):
+    """Writes the test models into d and returns their paths by key."""
+    paths = {}
+    # y = Relu(x + b), x: float32[batch, 4]; b an initializer.
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
+    y = helper.make_tensor_value_info("y/out:0", TensorProto.FLOAT, ["batch", 4])
+    b = helper.make_tensor("b", TensorProto.FLOAT, [4], [0.5, -0.5, 1.0, -1.0])
+    g = helper.make_graph(
+        [helper.make_node("Add", ["x", "b"], ["s"]), helper.make_node("Relu", ["s"], ["y/out:0"])],
+        "add_relu", [x], [y], [b])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(m)
+    paths["good"] = os.path.join(d, "add_relu.onnx")
+    onnx.save(m, paths["good"])
+
+    # An op from an unknown domain: passes the checker, but no kernel exists.
+    xu = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    yu = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    gu = helper.make_graph([helper.make_node("FrobnicateOp", ["x"], ["y"], domain="com.example")],
+                           "unsupported", [xu], [yu])
+    mu = helper.make_model(gu, opset_imports=[helper.make_opsetid("", 13),
+                                              helper.make_opsetid("com.example", 1)])
+    paths["unsupported"] = os.path.join(d, "unsupported.onnx")
+    onnx.save(mu, paths["unsupported"])
+
+    data = open(paths["good"], "rb").read()
+    paths["truncated"] = os.path.join(d, "truncated.onnx")
+    open(paths["truncated"], "wb").write(data[: len(data) // 2])
+    paths["random"] = os.path.join(d, "random.onnx")
+    open(paths["random"], "wb").write(np.random.default_rng(0).bytes(4096))
+    paths["empty"] = os.path.join(d, "empty.onnx")
+    open(paths["empty"], "wb").write(b"")
+
+    np.save(os.path.join(d, "x_good.npy"), np.ones((3, 4), np.float32))
+    np.save(os.path.join(d, "x_wrong_shape.npy"), np.ones((3, 5), np.float32))
+    np.save(os.path.join(d, "x_wrong_rank.npy"), np.ones((12,), np.float32))
+    np.save(os.path.join(d, "x_wrong_dtype.npy"), np.ones((3, 4), np.int64))
+    np.save(os.path.join(d, "x_fortran.npy"), np.asfortranarray(np.ones((3, 4), np.float32)))
+    np.save(os.path.join(d, "x_bigendian.npy"), np.ones((3, 4), ">f4"))
+    good_npy = open(os.path.join(d, "x_good.npy"), "rb").read()
+    open(os.path.join(d, "x_truncated.npy"), "wb").write(good_npy[:-5])
+    open(os.path.join(d, "x_garbage.npy"), "wb").write(b"this is not numpy data\n")
+    return paths
+
+
+def run(inferd, args):
+    try:
+        p = subprocess.run([inferd] + args, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return None
+    return p
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--inferd", required=True)
+    ap.add_argument("--work-dir", required=True)
+    a = ap.parse_args()
+    d = a.work_dir
+    os.makedirs(d, exist_ok=True)
+    paths = make_models(d)
+    npy = lambda name: os.path.join(d, name)  # noqa: E731
+    out_dir = os.path.join(d, "out")
+
+    failures = []
+
+    def expect_error(label, args, needle=None, code=1):
+        p = run(a.inferd, args)
+        if p is None:
+            failures.append(f"{label}: hung (killed after {TIMEOUT_S} s)")
+            return
+        lines = [l for l in p.stderr.splitlines() if l.strip()]
+        problems = []
+        if p.returncode < 0:
+            problems.append(f"killed by signal {-p.returncode}")
+        elif p.returncode != code:
+            problems.append(f"exit code {p.returncode}, expected {code}")
+        if len(lines) != 1 or not lines[0].startswith("inferd: error: "):
+            problems.append(f"stderr is not one 'inferd: error:' line: {p.stderr!r}")
+        elif needle and needle.lower() not in lines[0].lower():
+            problems.append(f"message lacks {needle!r}: {lines[0]!r}")
+        status = "ok  " if not problems else "FAIL"
+        print(f"{status} {label}: exit {p.returncode}: {lines[0] if lines else ''}")
+        if problems:
+            failures.append(f"{label}: " + "; ".join(problems))
+
+    def expect_ok(label, args, needle=None):
+        p = run(a.inferd, args)
+        if p is None or p.returncode != 0 or (needle and needle not in p.stdout):
+            failures.append(f"{label}: expected success, got "
+                            f"{'a hang' if p is None else (p.returncode, p.stdout, p.stderr)}")
+            print(f"FAIL {label}")
+        else:
+            print(f"ok   {label}")
+        return p
+
+    good = paths["good"]
+    # Good paths first: the bad cases below must fail for their own reason.
+    expect_ok("run with --input", ["run", good, "--input", f"x={npy('x_good.npy')}",
+                                    "--output-dir", out_dir], "y/out:0")
+    saved = os.path.join(out_dir, "y_out_0.npy")
+    if not os.path.exists(saved):
+        failures.append("run: output file y_out_0.npy (sanitized name) missing")
+    else:
+        got = np.load(saved)
+        want = np.maximum(np.ones((3, 4), np.float32) + np.array([0.5, -0.5, 1, -1], np.float32), 0)
+        if got.shape != want.shape or not np.allclose(got, want):
+            failures.append(f"run: wrong output {got}")
+    expect_ok("run with random inputs", ["run", good, "--threads", "1"], "float32[1, 4]")
+    expect_ok("inspect", ["inspect", good], "every op is supported")
+    expect_ok("inspect lists unsupported ops", ["inspect", paths["unsupported"]], "FrobnicateOp")
+    for sub in ["run", "inspect", "serve", "optimize", "quantize", "bench"]:
+        expect_ok(f"{sub} --help", [sub, "--help"])
+    expect_ok("--version", ["--version"], "inferd")
+
+    expect_error("missing model file", ["run", npy("no_such_model.onnx")], "no_such_model")
+    expect_error("missing model file (inspect)", ["inspect", npy("no_such_model.onnx")])
+    expect_error("model is a folder", ["run", d])
+    expect_error("truncated onnx", ["run", paths["truncated"]], "truncated.onnx")
+    expect_error("random-bytes onnx", ["run", paths["random"]], "random.onnx")
+    expect_error("random-bytes onnx (inspect)", ["inspect", paths["random"]])
+    expect_error("empty onnx", ["run", paths["empty"]])
+    expect_error("unsupported op", ["run", paths["unsupported"]], "FrobnicateOp")
+    expect_error("unknown input name", ["run", good, "--input", f"nope={npy('x_good.npy')}"],
+                 "unknown input 'nope'")
+    expect_error("input without '='", ["run", good, "--input", npy("x_good.npy")])
+    expect_error("input given twice", ["run", good, "--input", f"x={npy('x_good.npy')}",
+                                       "--input", f"x={npy('x_good.npy')}"], "twice")
+    expect_error("wrong shape", ["run", good, "--input", f"x={npy('x_wrong_shape.npy')}"], "shape")
+    expect_error("wrong rank", ["run", good, "--input", f"x={npy('x_wrong_rank.npy')}"], "shape")
+    expect_error("wrong dtype", ["run", good, "--input", f"x={npy('x_wrong_dtype.npy')}"], "int64")
+    expect_error("missing npy", ["run", good, "--input", f"x={npy('nope.npy')}"], "nope.npy")
+    expect_error("truncated npy", ["run", good, "--input", f"x={npy('x_truncated.npy')}"],
+                 "x_truncated.npy")
+    expect_error("garbage npy", ["run", good, "--input", f"x={npy('x_garbage.npy')}"], "magic")
+    expect_error("fortran-order npy", ["run", good, "--input", f"x={npy('x_fortran.npy')}"],
+                 "fortran")
+    expect_error("big-endian npy", ["run", good, "--input", f"x={npy('x_bigendian.npy')}"],
+                 "big-endian")
+    expect_error("output dir is a file", ["run", good, "--output-dir", paths["good"]])
+    for sub in ["serve", "optimize", "quantize", "bench"]:
+        expect_error(f"{sub} not implemented", [sub], "not implemented")
+    # Usage errors exit with 2.
+    expect_error("no subcommand", [], code=2)
+    expect_error("unknown subcommand", ["frobnicate"], code=2)
+    expect_error("run without model", ["run"], code=2)
+    expect_error("negative threads", ["run", good, "--threads", "-3"], code=2)
+    expect_error("unknown flag", ["inspect", good, "--bogus"], code=2)
+
+    if failures:
+        print(f"\n{len(failures)} CLI test(s) failed:")
+        for f in failures:
+            print("  " + f)
+        return 1
+    print("\nall CLI tests passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
