@@ -1,0 +1,121 @@
+#include "batching/batch_assembly.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace inferd::batching {
+namespace {
+
+Tensor Iota(Shape shape, float start = 0) {
+  Tensor t = Tensor::Allocate(DataType::kFloat32, shape);
+  std::iota(t.data<float>(), t.data<float>() + t.NumElements(), start);
+  return t;
+}
+
+// Reference: element at (b, i, j) of a rank-3 tensor, or `pad` when out of range.
+float At(const Tensor& t, int64_t b, int64_t i, int64_t j, float pad) {
+  if (i >= t.dim(1) || j >= t.dim(2)) return pad;
+  return t.data<float>()[(b * t.dim(1) + i) * t.dim(2) + j];
+}
+
+TEST(BatchAssemblyTest, ConcatSameShape) {
+  std::vector<Tensor> parts = {Iota({2, 3}), Iota({1, 3}, 100)};
+  auto r = ConcatBatch(parts);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->shape(), (Shape{3, 3}));
+  std::vector<float> expect = {0, 1, 2, 3, 4, 5, 100, 101, 102};
+  EXPECT_EQ(std::vector<float>(r->values<float>().begin(), r->values<float>().end()), expect);
+}
+
+TEST(BatchAssemblyTest, SinglePartIsShared) {
+  std::vector<Tensor> parts = {Iota({2, 3})};
+  auto r = ConcatBatch(parts);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->raw_data(), parts[0].raw_data());
+}
+
+TEST(BatchAssemblyTest, RaggedPadsToMaxAndSplitUnpads) {
+  std::vector<Tensor> parts = {Iota({2, 3, 2}), Iota({1, 5, 1}, 50), Iota({1, 1, 4}, 80)};
+  ConcatOptions opts;
+  opts.allow_ragged = true;
+  opts.pad_value = -1;
+  auto r = ConcatBatch(parts, opts);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->shape(), (Shape{4, 5, 4}));
+  int64_t row = 0;
+  for (const Tensor& p : parts) {
+    for (int64_t b = 0; b < p.dim(0); ++b, ++row) {
+      for (int64_t i = 0; i < 5; ++i) {
+        for (int64_t j = 0; j < 4; ++j) {
+          EXPECT_EQ(At(*r, row, i, j, 0), At(p, b, i, j, -1)) << row << "," << i << "," << j;
+        }
+      }
+    }
+  }
+  std::vector<int64_t> rows = {2, 1, 1};
+  std::vector<Shape> shapes = {{2, 3, 2}, {1, 5, 1}, {1, 1, -1}};
+  auto pieces = SplitBatch(*r, rows, shapes);
+  ASSERT_TRUE(pieces.ok()) << pieces.status().ToString();
+  for (size_t k = 0; k < 3; ++k) {
+    ASSERT_EQ((*pieces)[k].shape(), parts[k].shape());
+    for (int64_t e = 0; e < parts[k].NumElements(); ++e) {
+      EXPECT_EQ((*pieces)[k].data<float>()[e], parts[k].data<float>()[e]);
+    }
+  }
+}
+
+TEST(BatchAssemblyTest, PadValueForOtherTypes) {
+  std::vector<Tensor> parts = {Tensor::FromVector<int64_t>({1, 2}, {1, 2}),
+                               Tensor::FromVector<int64_t>({3}, {1, 1})};
+  auto r = ConcatBatch(parts, {.allow_ragged = true, .pad_value = 7});
+  ASSERT_TRUE(r.ok());
+  std::vector<int64_t> expect = {1, 2, 3, 7};
+  EXPECT_EQ(std::vector<int64_t>(r->values<int64_t>().begin(), r->values<int64_t>().end()),
+            expect);
+  std::vector<Tensor> halves = {Tensor::Allocate(DataType::kFloat16, {1, 1}),
+                                Tensor::Allocate(DataType::kFloat16, {1, 2})};
+  auto h = ConcatBatch(halves, {.allow_ragged = true, .pad_value = 1.5});
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(static_cast<float>(h->data<Float16>()[1]), 1.5f);
+}
+
+TEST(BatchAssemblyTest, SplitPlain) {
+  Tensor t = Iota({5, 2});
+  std::vector<int64_t> rows = {2, 3};
+  auto pieces = SplitBatch(t, rows);
+  ASSERT_TRUE(pieces.ok());
+  EXPECT_EQ((*pieces)[0].shape(), (Shape{2, 2}));
+  EXPECT_EQ((*pieces)[1].shape(), (Shape{3, 2}));
+  EXPECT_EQ((*pieces)[1].data<float>()[0], 4.0f);
+  EXPECT_NE((*pieces)[0].raw_data(), t.raw_data());  // copies
+}
+
+TEST(BatchAssemblyTest, BadInputs) {
+  std::vector<Tensor> none;
+  EXPECT_FALSE(ConcatBatch(none).ok());
+  std::vector<Tensor> scalar = {Tensor::Scalar<float>(1)};
+  EXPECT_FALSE(ConcatBatch(scalar).ok());
+  std::vector<Tensor> mixed = {Iota({1, 2}), Tensor::FromVector<int64_t>({1, 2}, {1, 2})};
+  EXPECT_FALSE(ConcatBatch(mixed).ok());
+  std::vector<Tensor> ranks = {Iota({1, 2}), Iota({1, 2, 1})};
+  EXPECT_FALSE(ConcatBatch(ranks, {.allow_ragged = true}).ok());
+  std::vector<Tensor> ragged = {Iota({1, 2}), Iota({1, 3})};
+  EXPECT_EQ(ConcatBatch(ragged).status().code(), StatusCode::kInvalidArgument);
+
+  Tensor t = Iota({4, 2});
+  std::vector<int64_t> bad_rows = {1, 2};
+  EXPECT_FALSE(SplitBatch(t, bad_rows).ok());
+  std::vector<int64_t> neg = {5, -1};
+  EXPECT_FALSE(SplitBatch(t, neg).ok());
+  std::vector<int64_t> rows = {2, 2};
+  std::vector<Shape> too_big = {{2, 3}, {2, 2}};
+  EXPECT_FALSE(SplitBatch(t, rows, too_big).ok());
+  std::vector<Shape> wrong_rank = {{2}, {2, 2}};
+  EXPECT_FALSE(SplitBatch(t, rows, wrong_rank).ok());
+  std::vector<Shape> one = {{2, 2}};
+  EXPECT_FALSE(SplitBatch(t, rows, one).ok());
+}
+
+}  // namespace
+}  // namespace inferd::batching

@@ -1,0 +1,412 @@
+// BatchScheduler: a model-agnostic dynamic batcher. Tasks (anything with `int64_t size() const`,
+// the number of batch rows it contributes) are queued per priority level; a scheduler thread forms
+// batches and hands them to N worker threads (one per model instance) that run ProcessBatchFn.
+//
+// Batch forming, whenever a worker is idle and tasks are queued (tasks are taken in order: priority
+// level 1 first, FIFO within a level, then tasks delayed by a DELAY timeout action):
+//   1. If a prefix of the queue sums to one of `preferred_batch_sizes`, the largest such prefix is
+//      dispatched at once.
+//   2. Else if the batch cannot grow (the next task would exceed max_batch_size, or it is exactly
+//      max_batch_size) it is dispatched at once.
+//   3. Else it is dispatched when its oldest task has waited `max_queue_delay`; until then the
+//      scheduler sleeps on the Clock (new tasks wake it).
+// Batches form only when a worker is free, so under load they grow while the workers are busy.
+//
+// Timeouts: a task's queue timeout (its level's default_timeout, lowered by the request's own
+// when allow_timeout_override) is checked by the scheduler thread, so an expired task is rejected
+// at once (RejectFn with UNAVAILABLE "timeout expired"), even while every worker is busy. With
+// the DELAY action it is instead moved behind every non-delayed task.
+//
+// Example:
+//   BatchSchedulerOptions opts;
+//   opts.max_batch_size = 32;
+//   opts.max_queue_delay = std::chrono::microseconds(500);
+//   ASSIGN_OR_RETURN(auto scheduler, BatchScheduler<MyTask>::Create(
+//       opts, RealClock::Get(),
+//       [](int worker, std::vector<std::unique_ptr<MyTask>> batch) { ... },
+//       [](std::unique_ptr<MyTask> task, Status why) { task->Fail(why); }));
+//   RETURN_IF_ERROR(scheduler->Schedule(&task));  // on error `task` is still ours
+//
+// Thread-safety: Schedule and the accessors may be called from any thread. ProcessBatchFn runs on
+// the worker threads (never two calls on the same worker at once); RejectFn runs on the scheduler
+// thread, never under the scheduler's lock, so both may call back into Schedule.
+// Destruction stops accepting tasks, then drains: every queued task is still batched (ignoring
+// max_queue_delay; timeouts still apply) and processed before the threads are joined.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+
+namespace inferd::batching {
+
+enum class TimeoutAction {
+  kReject,  // the task is rejected (UNAVAILABLE) as soon as its timeout expires
+  kDelay,   // the task stays queued but goes behind every task that has not timed out
+};
+
+// Per priority level queue policy (Triton's ModelQueuePolicy).
+struct QueuePolicy {
+  TimeoutAction timeout_action = TimeoutAction::kReject;
+  // Time a task may wait in the queue; 0 = forever.
+  std::chrono::microseconds default_timeout{0};
+  // A task may ask for a shorter timeout (ScheduleOptions::timeout), never a longer one.
+  bool allow_timeout_override = false;
+  // Most tasks queued at this level; 0 = unlimited. Schedule answers UNAVAILABLE beyond it.
+  size_t max_queue_size = 0;
+};
+
+struct BatchSchedulerOptions {
+  // Most rows (sum of Task::size()) in one batch; >= 1.
+  int64_t max_batch_size = 1;
+  // false: every batch is exactly one task (no dynamic batching; queueing, priorities and
+  // timeouts still apply).
+  bool enable_batching = true;
+  // Batch sizes dispatched without waiting; each in [1, max_batch_size]. Empty: none.
+  std::vector<int64_t> preferred_batch_sizes;
+  // Longest a task waits for others to join its batch; 0 = dispatch what is queued at once.
+  std::chrono::microseconds max_queue_delay{0};
+  // Priority levels 1 (highest) .. priority_levels; 0 = a single level.
+  uint32_t priority_levels = 0;
+  // Level of tasks scheduled with priority 0 or out of range; 0 = the lowest level.
+  uint32_t default_priority = 0;
+  QueuePolicy default_queue_policy;
+  // Overrides default_queue_policy for some levels (keys in [1, priority_levels]).
+  std::map<uint32_t, QueuePolicy> priority_queue_policy;
+  // Worker threads, i.e. batches processed concurrently; >= 1.
+  int num_workers = 1;
+};
+
+struct ScheduleOptions {
+  uint32_t priority = 0;               // 0 or out of range: default_priority
+  std::chrono::microseconds timeout{0};  // 0: the level's default (see QueuePolicy)
+};
+
+template <class Task>
+class BatchScheduler {
+ public:
+  using Options = BatchSchedulerOptions;
+  using Batch = std::vector<std::unique_ptr<Task>>;
+  // Processes one batch (tasks in queue order) on worker `worker` (0 .. num_workers - 1).
+  using ProcessBatchFn = std::function<void(int worker, Batch batch)>;
+  // Takes a task the scheduler gave up on (timeout) with the reason.
+  using RejectFn = std::function<void(std::unique_ptr<Task> task, Status status)>;
+
+  static StatusOr<std::unique_ptr<BatchScheduler>> Create(Options options, Clock& clock,
+                                                          ProcessBatchFn process,
+                                                          RejectFn reject);
+  ~BatchScheduler();
+  BatchScheduler(const BatchScheduler&) = delete;
+  BatchScheduler& operator=(const BatchScheduler&) = delete;
+
+  // Queues *task. Ownership moves only on OK (*task becomes null); on error *task is untouched.
+  // INVALID_ARGUMENT: null task, or size() outside [1, max_batch_size].
+  // UNAVAILABLE: the level's queue is full, or the scheduler is shutting down.
+  Status Schedule(std::unique_ptr<Task>* task, const ScheduleOptions& options = {});
+
+  // Tasks queued, not yet handed to a worker.
+  size_t NumQueued() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return num_queued_;
+  }
+  const Options& options() const { return options_; }
+
+ private:
+  struct Entry {
+    std::unique_ptr<Task> task;
+    Clock::TimePoint enqueued;
+    Clock::TimePoint deadline;  // Clock::kForever: no timeout
+  };
+
+  BatchScheduler(Options options, Clock& clock, ProcessBatchFn process, RejectFn reject);
+  const QueuePolicy& PolicyFor(uint32_t level) const;
+  uint32_t NumLevels() const { return std::max<uint32_t>(1, options_.priority_levels); }
+  // Moves expired tasks out (REJECT) or to the delayed queues (DELAY). Requires mu_.
+  void ExpireLocked(Clock::TimePoint now, std::vector<std::unique_ptr<Task>>* rejected);
+  // Number of queued tasks (in order) to dispatch now, or 0 and *wake = when to look again.
+  size_t DecideLocked(Clock::TimePoint now, Clock::TimePoint* wake) const;
+  template <class Fn>
+  void ForEachQueuedLocked(Fn&& fn) const;  // fn(const Entry&) -> bool continue
+  Batch TakeLocked(size_t n);
+  void SchedulerLoop();
+  void WorkerLoop(int worker);
+
+  const Options options_;
+  Clock& clock_;
+  const ProcessBatchFn process_;
+  const RejectFn reject_;
+
+  mutable std::mutex mu_;
+  std::condition_variable scheduler_cv_;  // new task, idle worker, shutdown
+  std::condition_variable worker_cv_;     // batch ready, exit
+  // Index level - 1. Guarded by mu_.
+  std::vector<std::deque<Entry>> queues_;
+  std::vector<std::deque<Entry>> delayed_;
+  size_t num_queued_ = 0;                                // guarded by mu_
+  Clock::TimePoint earliest_deadline_ = Clock::kForever;  // guarded by mu_; lower bound
+  int idle_workers_ = 0;                                 // guarded by mu_
+  std::deque<Batch> ready_;                              // guarded by mu_
+  bool stopping_ = false;                                // guarded by mu_
+  bool workers_exit_ = false;                            // guarded by mu_
+  std::thread scheduler_thread_;
+  std::vector<std::thread> workers_;
+};
+
+// ---- implementation ----
+
+template <class Task>
+StatusOr<std::unique_ptr<BatchScheduler<Task>>> BatchScheduler<Task>::Create(
+    Options options, Clock& clock, ProcessBatchFn process, RejectFn reject) {
+  if (options.max_batch_size < 1) {
+    return InvalidArgument("max_batch_size must be >= 1, got {}", options.max_batch_size);
+  }
+  for (int64_t p : options.preferred_batch_sizes) {
+    if (p < 1 || p > options.max_batch_size) {
+      return InvalidArgument("preferred batch size {} is outside [1, max_batch_size {}]", p,
+                             options.max_batch_size);
+    }
+  }
+  if (options.max_queue_delay.count() < 0) {
+    return InvalidArgument("max_queue_delay must be >= 0");
+  }
+  const uint32_t levels = std::max<uint32_t>(1, options.priority_levels);
+  if (options.default_priority > levels) {
+    return InvalidArgument("default priority level {} is outside [1, {}]", options.default_priority,
+                           levels);
+  }
+  for (const auto& [level, policy] : options.priority_queue_policy) {
+    if (level < 1 || level > levels) {
+      return InvalidArgument("queue policy for priority level {} is outside [1, {}]", level,
+                             levels);
+    }
+    if (policy.default_timeout.count() < 0) return InvalidArgument("negative queue timeout");
+  }
+  if (options.default_queue_policy.default_timeout.count() < 0) {
+    return InvalidArgument("negative queue timeout");
+  }
+  if (options.num_workers < 1) {
+    return InvalidArgument("num_workers must be >= 1, got {}", options.num_workers);
+  }
+  if (!process || !reject) return InvalidArgument("batch and reject callbacks are required");
+  if (options.default_priority == 0) options.default_priority = levels;
+  return std::unique_ptr<BatchScheduler>(
+      new BatchScheduler(std::move(options), clock, std::move(process), std::move(reject)));
+}
+
+template <class Task>
+BatchScheduler<Task>::BatchScheduler(Options options, Clock& clock, ProcessBatchFn process,
+                                     RejectFn reject)
+    : options_(std::move(options)),
+      clock_(clock),
+      process_(std::move(process)),
+      reject_(std::move(reject)),
+      queues_(NumLevels()),
+      delayed_(NumLevels()),
+      idle_workers_(options_.num_workers) {
+  for (int i = 0; i < options_.num_workers; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+  scheduler_thread_ = std::thread([this] { SchedulerLoop(); });
+}
+
+template <class Task>
+BatchScheduler<Task>::~BatchScheduler() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stopping_ = true;
+  }
+  scheduler_cv_.notify_all();
+  scheduler_thread_.join();  // returns once every queued task is dispatched or rejected
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    workers_exit_ = true;
+  }
+  worker_cv_.notify_all();
+  for (std::thread& t : workers_) t.join();  // workers finish ready_ first
+}
+
+template <class Task>
+const QueuePolicy& BatchScheduler<Task>::PolicyFor(uint32_t level) const {
+  auto it = options_.priority_queue_policy.find(level);
+  return it == options_.priority_queue_policy.end() ? options_.default_queue_policy : it->second;
+}
+
+template <class Task>
+Status BatchScheduler<Task>::Schedule(std::unique_ptr<Task>* task, const ScheduleOptions& so) {
+  if (task == nullptr || *task == nullptr) return InvalidArgument("null task");
+  const int64_t size = (*task)->size();
+  if (size < 1 || size > options_.max_batch_size) {
+    return InvalidArgument("task batch size {} is outside [1, max_batch_size {}]", size,
+                           options_.max_batch_size);
+  }
+  const uint32_t level =
+      (so.priority == 0 || so.priority > NumLevels()) ? options_.default_priority : so.priority;
+  const QueuePolicy& policy = PolicyFor(level);
+  std::chrono::microseconds timeout = policy.default_timeout;
+  if (policy.allow_timeout_override && so.timeout.count() > 0) {
+    timeout = timeout.count() == 0 ? so.timeout : std::min(timeout, so.timeout);
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopping_) return Unavailable("the batch scheduler is shutting down");
+    const size_t level_size = queues_[level - 1].size() + delayed_[level - 1].size();
+    if (policy.max_queue_size > 0 && level_size >= policy.max_queue_size) {
+      return Unavailable("queue is full ({} requests queued at priority level {})", level_size,
+                         level);
+    }
+    const Clock::TimePoint now = clock_.Now();
+    const Clock::TimePoint deadline = timeout.count() > 0 ? now + timeout : Clock::kForever;
+    queues_[level - 1].push_back(Entry{std::move(*task), now, deadline});
+    ++num_queued_;
+    earliest_deadline_ = std::min(earliest_deadline_, deadline);
+  }
+  scheduler_cv_.notify_one();
+  return Status::Ok();
+}
+
+template <class Task>
+void BatchScheduler<Task>::ExpireLocked(Clock::TimePoint now,
+                                        std::vector<std::unique_ptr<Task>>* rejected) {
+  if (now < earliest_deadline_) return;
+  earliest_deadline_ = Clock::kForever;
+  for (uint32_t level = 0; level < queues_.size(); ++level) {
+    std::deque<Entry>& q = queues_[level];
+    const QueuePolicy& policy = PolicyFor(level + 1);
+    for (auto it = q.begin(); it != q.end();) {
+      if (it->deadline > now) {
+        earliest_deadline_ = std::min(earliest_deadline_, it->deadline);
+        ++it;
+        continue;
+      }
+      if (policy.timeout_action == TimeoutAction::kReject) {
+        rejected->push_back(std::move(it->task));
+        --num_queued_;
+      } else {
+        it->deadline = Clock::kForever;
+        delayed_[level].push_back(std::move(*it));
+      }
+      it = q.erase(it);
+    }
+  }
+}
+
+template <class Task>
+template <class Fn>
+void BatchScheduler<Task>::ForEachQueuedLocked(Fn&& fn) const {
+  for (const auto* queues : {&queues_, &delayed_}) {
+    for (const std::deque<Entry>& q : *queues) {
+      for (const Entry& e : q) {
+        if (!fn(e)) return;
+      }
+    }
+  }
+}
+
+template <class Task>
+size_t BatchScheduler<Task>::DecideLocked(Clock::TimePoint now, Clock::TimePoint* wake) const {
+  *wake = Clock::kForever;
+  if (num_queued_ == 0) return 0;
+  if (!options_.enable_batching) return 1;
+  int64_t rows = 0;
+  size_t n = 0, best_preferred = 0;
+  bool full = false;
+  Clock::TimePoint oldest = Clock::kForever;
+  const auto& preferred = options_.preferred_batch_sizes;
+  ForEachQueuedLocked([&](const Entry& e) {
+    const int64_t size = e.task->size();
+    if (rows + size > options_.max_batch_size) {
+      full = true;
+      return false;
+    }
+    rows += size;
+    ++n;
+    oldest = std::min(oldest, e.enqueued);
+    if (std::find(preferred.begin(), preferred.end(), rows) != preferred.end()) best_preferred = n;
+    if (rows == options_.max_batch_size) {
+      full = true;
+      return false;
+    }
+    return true;
+  });
+  if (best_preferred > 0) return best_preferred;
+  if (full || stopping_) return n;
+  const Clock::TimePoint due = oldest + options_.max_queue_delay;
+  if (now >= due) return n;
+  *wake = due;
+  return 0;
+}
+
+template <class Task>
+typename BatchScheduler<Task>::Batch BatchScheduler<Task>::TakeLocked(size_t n) {
+  Batch batch;
+  batch.reserve(n);
+  for (auto* queues : {&queues_, &delayed_}) {
+    for (std::deque<Entry>& q : *queues) {
+      while (batch.size() < n && !q.empty()) {
+        batch.push_back(std::move(q.front().task));
+        q.pop_front();
+      }
+    }
+  }
+  num_queued_ -= batch.size();
+  return batch;
+}
+
+template <class Task>
+void BatchScheduler<Task>::SchedulerLoop() {
+  std::unique_lock<std::mutex> l(mu_);
+  while (true) {
+    const Clock::TimePoint now = clock_.Now();
+    std::vector<std::unique_ptr<Task>> rejected;
+    ExpireLocked(now, &rejected);
+    if (!rejected.empty()) {
+      l.unlock();
+      for (auto& t : rejected) {
+        reject_(std::move(t), Unavailable("request timeout expired while queued"));
+      }
+      l.lock();
+      continue;
+    }
+    if (stopping_ && num_queued_ == 0) return;
+    Clock::TimePoint wake = earliest_deadline_;
+    if (idle_workers_ > 0) {
+      Clock::TimePoint batch_wake;
+      const size_t n = DecideLocked(now, &batch_wake);
+      if (n > 0) {
+        ready_.push_back(TakeLocked(n));
+        --idle_workers_;
+        worker_cv_.notify_one();
+        continue;
+      }
+      wake = std::min(wake, batch_wake);
+    }
+    clock_.WaitUntil(scheduler_cv_, l, wake);
+  }
+}
+
+template <class Task>
+void BatchScheduler<Task>::WorkerLoop(int worker) {
+  std::unique_lock<std::mutex> l(mu_);
+  while (true) {
+    worker_cv_.wait(l, [&] { return !ready_.empty() || workers_exit_; });
+    if (ready_.empty()) return;
+    Batch batch = std::move(ready_.front());
+    ready_.pop_front();
+    l.unlock();
+    process_(worker, std::move(batch));
+    l.lock();
+    ++idle_workers_;
+    scheduler_cv_.notify_one();
+  }
+}
+
+}  // namespace inferd::batching

@@ -1,0 +1,35 @@
+#include "serving/inference.h"
+
+namespace inferd::serving {
+namespace {
+
+struct KServeType {
+  const char* name;
+  DataType type;
+};
+constexpr KServeType kKServeTypes[] = {
+    {"BOOL", DataType::kBool},     {"UINT8", DataType::kUInt8},   {"UINT16", DataType::kUInt16},
+    {"UINT32", DataType::kUInt32}, {"UINT64", DataType::kUInt64}, {"INT8", DataType::kInt8},
+    {"INT16", DataType::kInt16},   {"INT32", DataType::kInt32},   {"INT64", DataType::kInt64},
+    {"FP16", DataType::kFloat16},  {"BF16", DataType::kBFloat16}, {"FP32", DataType::kFloat32},
+    {"FP64", DataType::kFloat64},
+};
+
+}  // namespace
+
+StatusOr<DataType> DataTypeFromKServe(std::string_view name) {
+  for (const KServeType& t : kKServeTypes) {
+    if (name == t.name) return t.type;
+  }
+  if (name == "BYTES") return InvalidArgument("datatype BYTES (strings) is not supported");
+  return InvalidArgument("unknown datatype '{}'", name);
+}
+
+const char* KServeName(DataType t) {
+  for (const KServeType& k : kKServeTypes) {
+    if (k.type == t) return k.name;
+  }
+  return "";
+}
+
+}  // namespace inferd::serving
