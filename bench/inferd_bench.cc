@@ -160,6 +160,8 @@ Status Bench(const Args& args) {
   }
   double mean = 0;
   for (double v : ms) mean += v / static_cast<double>(ms.size());
+  std::string samples;
+  for (size_t i = 0; i < ms.size(); ++i) samples += fmt::format("{}{:.3f}", i ? ", " : "", ms[i]);
   std::string shapes;
   for (size_t i = 0; i < feeds.size(); ++i) {
     shapes += fmt::format("{}\"{}\": \"{}\"", i ? ", " : "", session->inputs()[i].name,
@@ -168,9 +170,9 @@ Status Bench(const Args& args) {
   fmt::print(
       "{{\"runtime\": \"inferd\", \"model\": \"{}\", \"threads\": {}, \"warmup\": {}, "
       "\"iters\": {}, \"load_ms\": {:.1f}, \"median_ms\": {:.3f}, \"p90_ms\": {:.3f}, "
-      "\"min_ms\": {:.3f}, \"mean_ms\": {:.3f}, \"inputs\": {{{}}}}}\n",
+      "\"min_ms\": {:.3f}, \"mean_ms\": {:.3f}, \"samples_ms\": [{}], \"inputs\": {{{}}}}}\n",
       args.model, session->num_threads(), args.warmup, args.iters, load_ms, Percentile(ms, 0.5),
-      Percentile(ms, 0.9), *std::min_element(ms.begin(), ms.end()), mean, shapes);
+      Percentile(ms, 0.9), *std::min_element(ms.begin(), ms.end()), mean, samples, shapes);
   return Status::Ok();
 }
 

@@ -1,0 +1,214 @@
+#!/usr/bin/python3
+"""Compares inferd, ONNX Runtime and PyTorch on CPU latency and throughput, in one run.
+
+    /usr/bin/python3 bench/compare.py [--threads 2] [--rounds 3] [--configs resnet50:1,...]
+        [--inferd-bench build/inferd_bench_model] [--models-dir build/models]
+        [--markdown FILE] [--json FILE]
+
+For each config MODEL:BATCH (default resnet50:1, resnet50:16, bert_base:1, bert_base:16, BERT at
+--seq 128) it writes random inputs as .npy once (fixed seed; BERT ids in the vocabulary, mask all
+ones), then for --rounds rounds runs every runtime in turn, each in its own process:
+
+  inferd       build/inferd_bench_model (bench/inferd_bench.cc; Session, --threads)
+  onnxruntime  node bench/ort_bench.js   (onnxruntime-node 1.30, intraOpNumThreads, opt level all)
+  pytorch      bench/torch_bench.py      (torch.set_num_threads, eval, inference_mode)
+
+Alternating runtimes round-robin spreads machine noise over all of them. Each process loads the
+model (not timed), runs --warmup untimed and ITERS timed inferences; the table reports the median
+of all timed samples per runtime, throughput = batch / median, and the latency ratios
+inferd/ORT and inferd/PyTorch (> 1 means inferd is slower). A runtime that fails shows its error
+instead of numbers. Models come from scripts/export_models.py (run automatically when missing).
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUNTIMES = ["inferd", "onnxruntime", "pytorch"]
+
+
+def make_inputs(model, batch, seq, folder):
+    """Writes the inputs for one config (cached) and returns {name: path}."""
+    rng = np.random.default_rng(1234 + batch)
+    if model in ("resnet50", "mobilenet_v2"):
+        arrays = {"input": rng.standard_normal((batch, 3, 224, 224), dtype=np.float32)}
+    elif model == "bert_base":
+        arrays = {"input_ids": rng.integers(0, 30522, (batch, seq), dtype=np.int64),
+                  "attention_mask": np.ones((batch, seq), dtype=np.int64)}
+    elif model == "dlrm":
+        sys.path.insert(0, os.path.join(ROOT, "scripts"))
+        from models import dlrm
+        arrays = {"dense_features": rng.random((batch, dlrm.NUM_DENSE), dtype=np.float32) * 4,
+                  "sparse_ids": np.stack([rng.integers(0, r, (batch, dlrm.IDS_PER_TABLE))
+                                          for r in dlrm.TABLE_ROWS], axis=1).astype(np.int64)}
+    else:
+        raise SystemExit(f"no input generator for {model}")
+    os.makedirs(folder, exist_ok=True)
+    paths = {}
+    for name, a in arrays.items():
+        paths[name] = os.path.join(folder, name + ".npy")
+        if not os.path.exists(paths[name]):
+            np.save(paths[name], a)
+    return paths
+
+
+def command(runtime, args, model, inputs, iters):
+    onnx_path = os.path.join(args.models_dir, model, "model.onnx")
+    flags = [f"--input={n}={p}" for n, p in inputs.items()]
+    common = ["--threads", str(args.threads), "--warmup", str(args.warmup), "--iters", str(iters)]
+    if runtime == "inferd":
+        return [args.inferd_bench, onnx_path] + flags + common
+    if runtime == "onnxruntime":
+        # ort_bench.js takes "--input NAME=FILE" as two arguments.
+        return (["node", os.path.join(ROOT, "bench", "ort_bench.js"), onnx_path] +
+                [x for n, p in inputs.items() for x in ("--input", f"{n}={p}")] + common)
+    return [sys.executable, os.path.join(ROOT, "bench", "torch_bench.py"), model] + flags + common
+
+
+def run_one(cmd, env, timeout):
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {timeout} s"
+    if proc.returncode != 0:
+        lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
+        return None, (lines[-1] if lines else f"exit code {proc.returncode}")[:200]
+    try:
+        return json.loads(proc.stdout.strip().splitlines()[-1]), None
+    except (ValueError, IndexError):
+        return None, f"unparseable output: {proc.stdout[-200:]!r}"
+
+
+def fmt_ms(v):
+    return "–" if v is None else (f"{v:.2f}" if v < 10 else f"{v:.1f}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--configs", default="resnet50:1,resnet50:16,bert_base:1,bert_base:16",
+                   help="comma-separated MODEL:BATCH list")
+    p.add_argument("--seq", type=int, default=128, help="BERT sequence length")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=1, help="untimed runs per process")
+    p.add_argument("--iters", type=int, default=10, help="timed runs per process at batch 1")
+    p.add_argument("--iters-large", type=int, default=3, help="timed runs per process at batch > 1")
+    p.add_argument("--runtimes", default=",".join(RUNTIMES))
+    p.add_argument("--models-dir", default=os.path.join(ROOT, "build", "models"))
+    p.add_argument("--inferd-bench", default=os.path.join(ROOT, "build", "inferd_bench_model"))
+    p.add_argument("--work-dir", default=None, help="inputs cache (default MODELS_DIR/_bench)")
+    p.add_argument("--timeout", type=int, default=900, help="seconds per runtime process")
+    p.add_argument("--markdown", help="also write the table here")
+    p.add_argument("--json", help="write all raw results here")
+    args = p.parse_args()
+    work_dir = args.work_dir or os.path.join(args.models_dir, "_bench")
+    requested = [r for r in args.runtimes.split(",") if r]
+    for r in requested:
+        if r not in RUNTIMES:
+            raise SystemExit(f"unknown runtime {r}; one of {RUNTIMES}")
+    runtimes = [r for r in RUNTIMES if r in requested]  # table columns in a fixed order
+    if "inferd" in runtimes and not os.access(args.inferd_bench, os.X_OK):
+        raise SystemExit(f"no {args.inferd_bench}: build the inferd_bench_model target first")
+    if "onnxruntime" in runtimes and not os.path.isdir(
+            os.path.join(ROOT, "bench", "node_modules", "onnxruntime-node")):
+        raise SystemExit("onnxruntime-node missing: "
+                         "(cd bench && npm install --ignore-scripts onnxruntime-node@1.30.0)")
+
+    configs = []
+    for c in args.configs.split(","):
+        model, _, batch = c.partition(":")
+        configs.append((model, int(batch or 1)))
+    models = sorted({m for m, _ in configs})
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "export_models.py"),
+                    "--out", args.models_dir] + [x for m in models for x in ("--only", m)],
+                   check=True)
+
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    samples = {(m, b, r): [] for m, b in configs for r in runtimes}
+    errors = {}
+    raw = []
+    start = time.time()
+    for rnd in range(args.rounds):
+        for model, batch in configs:
+            tag = f"{model}_b{batch}" + (f"_s{args.seq}" if model == "bert_base" else "")
+            inputs = make_inputs(model, batch, args.seq, os.path.join(work_dir, tag))
+            iters = args.iters if batch == 1 else args.iters_large
+            # Rotate the order each round so no runtime always runs first (or after the same one).
+            order = runtimes[rnd % len(runtimes):] + runtimes[:rnd % len(runtimes)]
+            for runtime in order:
+                key = (model, batch, runtime)
+                if key in errors:
+                    continue
+                result, err = run_one(command(runtime, args, model, inputs, iters), env,
+                                      args.timeout)
+                if err:
+                    errors[key] = err
+                    print(f"round {rnd + 1} {tag} {runtime}: FAILED: {err}", flush=True)
+                    continue
+                samples[key] += result["samples_ms"]
+                raw.append(dict(result, config=tag, round=rnd + 1, runtime=runtime))
+                print(f"round {rnd + 1} {tag} {runtime}: median {result['median_ms']:.2f} ms "
+                      f"over {iters}", flush=True)
+
+    def median(key):
+        return statistics.median(samples[key]) if samples[key] else None
+
+    header = ["model", "batch"]
+    for r in runtimes:
+        header += [f"{r} ms", f"{r} items/s"]
+    if "inferd" in runtimes:
+        header += [f"inferd/{'ORT' if r == 'onnxruntime' else 'PyTorch'}"
+                   for r in runtimes if r != "inferd"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for model, batch in configs:
+        name = model + (f" (seq {args.seq})" if model == "bert_base" else "")
+        row = [name, str(batch)]
+        for r in runtimes:
+            m = median((model, batch, r))
+            if m is None:
+                row += ["error", "–"]
+            else:
+                row += [fmt_ms(m), f"{batch * 1000.0 / m:.1f}"]
+        if "inferd" in runtimes:
+            mi = median((model, batch, "inferd"))
+            for r in runtimes:
+                if r == "inferd":
+                    continue
+                mo = median((model, batch, r))
+                row.append(f"{mi / mo:.2f}" if mi is not None and mo is not None else "–")
+        lines.append("| " + " | ".join(row) + " |")
+    notes = [f"- {m} batch {b} {r}: {e}" for (m, b, r), e in errors.items()]
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    footer = (f"{args.threads} threads, {args.rounds} rounds round-robin, median of all timed "
+              f"samples (batch 1: {args.iters}/process, larger: {args.iters_large}/process, "
+              f"{args.warmup} warmup); {cpu}, {os.cpu_count()} logical CPUs; "
+              f"took {time.time() - start:.0f} s.")
+    table = "\n".join(lines + [""] + ([("Errors:")] + notes + [""] if notes else []) + [footer])
+    print()
+    print(table)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(table + "\n")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "results": raw,
+                       "errors": {"/".join(map(str, k)): v for k, v in errors.items()}}, f,
+                      indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
