@@ -465,6 +465,7 @@ void RegisterConvKernels(KernelRegistry& r) {
 
 void RegisterNnKernels(KernelRegistry& r) {
   RegisterConvKernels(r);
+  RegisterMatMulKernels(r);
 }
 
 }  // namespace inferd::cpu
