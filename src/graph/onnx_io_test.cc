@@ -37,7 +37,10 @@ class OnnxIoTest : public ::testing::Test {
     tt->mutable_shape()->add_dim()->set_dim_value(3);
     auto* y = g->add_output();
     y->set_name("y");
-    y->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    auto* yt = y->mutable_type()->mutable_tensor_type();
+    yt->set_elem_type(onnx::TensorProto::FLOAT);
+    yt->mutable_shape()->add_dim()->set_dim_param("batch");
+    yt->mutable_shape()->add_dim()->set_dim_value(3);
     auto* w = g->add_initializer();
     w->set_name("w");
     w->set_data_type(onnx::TensorProto::FLOAT);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <filesystem>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -45,6 +46,9 @@ class Session {
   // Validates count, dtype, rank and fixed dims of `inputs` against the model (INVALID_ARGUMENT
   // naming the input on mismatch), then runs.
   Status Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs) const;
+  Status Run(std::initializer_list<Tensor> inputs, std::vector<Tensor>* outputs) const {
+    return Run(std::span<const Tensor>(inputs.begin(), inputs.size()), outputs);
+  }
   // Inputs by name (any order); every graph input must be present. Unknown names fail.
   Status Run(const std::vector<std::pair<std::string, Tensor>>& named_inputs,
              std::vector<Tensor>* outputs) const;
