@@ -8,6 +8,7 @@
 
 #include "graph/onnx_io.h"
 #include "runtime/execution_provider.h"
+#include "tools/run_command.h"
 
 namespace inferd::tools {
 namespace {
@@ -145,7 +146,7 @@ ModelReport AnalyzeModel(const Model& model) {
 
 Status InspectModelCommand(const std::filesystem::path& path, std::ostream& out) {
   auto loaded = LoadOnnxModel(path);
-  if (!loaded.ok()) return loaded.status().WithContext(path.string());
+  if (!loaded.ok()) return WithPath(loaded.status(), path);
   const Model& model = *loaded;
   const Graph& g = model.graph;
   ModelReport r = AnalyzeModel(model);

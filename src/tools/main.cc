@@ -44,7 +44,7 @@ int Main(int argc, char** argv) {
   run_cmd->add_option("--output-dir,-o", run_output_dir,
                       "Write each output as DIR/<output name>.npy");
   run_cmd->add_option("--threads,-t", run.threads, "Intra-op threads (0 = all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 4096));
   run_cmd->add_option("--seed", run.seed, "Seed for random inputs");
 
   std::string inspect_model;
@@ -65,6 +65,14 @@ int Main(int argc, char** argv) {
     cmd->allow_extras();
   }
 
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);
+    if (!known) {
+      Fail(std::string("unknown subcommand '") + argv[1] + "' (see inferd --help)");
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -43,13 +43,27 @@ Status ResolveInputArg(const std::string& arg, const std::vector<ValueInfo>& dec
 
 }  // namespace
 
+Status WithPath(const Status& status, const std::filesystem::path& path) {
+  if (status.ok() || status.message().find(path.string()) != std::string::npos) return status;
+  return status.WithContext(path.string());
+}
+
 Status RunModelCommand(const RunOptions& options, std::ostream& out, std::ostream& log) {
   if (options.threads < 0) return InvalidArgument("--threads must be >= 0, got {}", options.threads);
   SessionOptions session_options;
   session_options.num_threads = options.threads;
+  // Fail on an unusable output folder before spending time on the model.
+  if (!options.output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.output_dir, ec);
+    if (ec || !std::filesystem::is_directory(options.output_dir)) {
+      return InvalidArgument("cannot create output folder {}: {}", options.output_dir.string(),
+                             ec ? ec.message() : "a file is in the way");
+    }
+  }
   auto load_start = Clock::now();
   auto created = Session::Create(options.model, session_options);
-  if (!created.ok()) return created.status().WithContext(options.model.string());
+  if (!created.ok()) return WithPath(created.status(), options.model);
   std::unique_ptr<Session> session = std::move(created).value();
   double load_ms = MillisSince(load_start);
 
@@ -82,14 +96,6 @@ Status RunModelCommand(const RunOptions& options, std::ostream& out, std::ostrea
   std::vector<std::string> names;
   for (const ValueInfo& vi : out_decl) names.push_back(vi.name);
   std::vector<std::string> files = UniqueFileNames(names);
-  if (!options.output_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(options.output_dir, ec);
-    if (ec) {
-      return InvalidArgument("cannot create output folder {}: {}", options.output_dir.string(),
-                             ec.message());
-    }
-  }
   for (size_t i = 0; i < outputs.size() && i < names.size(); ++i) {
     out << SummaryLine(names[i], outputs[i]) << "\n";
     if (options.output_dir.empty()) continue;

@@ -26,4 +26,7 @@ struct RunOptions {
 // which inputs were generated) to `log`. Errors name the input, file or node at fault.
 Status RunModelCommand(const RunOptions& options, std::ostream& out, std::ostream& log);
 
+// Prefixes the status message with the file name unless the message already names it.
+Status WithPath(const Status& status, const std::filesystem::path& path);
+
 }  // namespace inferd::tools

@@ -96,10 +96,13 @@ def main():
             problems.append(f"killed by signal {-p.returncode}")
         elif p.returncode != code:
             problems.append(f"exit code {p.returncode}, expected {code}")
-        if len(lines) != 1 or not lines[0].startswith("inferd: error: "):
+        # Informational "note:" lines may precede the error; the error itself is one line.
+        errors = [l for l in lines if not l.startswith("note: ")]
+        if len(errors) != 1 or not errors[0].startswith("inferd: error: "):
             problems.append(f"stderr is not one 'inferd: error:' line: {p.stderr!r}")
-        elif needle and needle.lower() not in lines[0].lower():
-            problems.append(f"message lacks {needle!r}: {lines[0]!r}")
+        elif needle and needle.lower() not in errors[0].lower():
+            problems.append(f"message lacks {needle!r}: {errors[0]!r}")
+        lines = errors
         status = "ok  " if not problems else "FAIL"
         print(f"{status} {label}: exit {p.returncode}: {lines[0] if lines else ''}")
         if problems:
@@ -163,7 +166,7 @@ def main():
         expect_error(f"{sub} not implemented", [sub], "not implemented")
     # Usage errors exit with 2.
     expect_error("no subcommand", [], code=2)
-    expect_error("unknown subcommand", ["frobnicate"], code=2)
+    expect_error("unknown subcommand", ["frobnicate"], "frobnicate", code=2)
     expect_error("run without model", ["run"], code=2)
     expect_error("negative threads", ["run", good, "--threads", "-3"], code=2)
     expect_error("unknown flag", ["inspect", good, "--bogus"], code=2)
