@@ -466,6 +466,7 @@ void RegisterConvKernels(KernelRegistry& r) {
 void RegisterNnKernels(KernelRegistry& r) {
   RegisterConvKernels(r);
   RegisterMatMulKernels(r);
+  RegisterPoolKernels(r);
 }
 
 }  // namespace inferd::cpu
