@@ -54,6 +54,9 @@ struct ModelManagerOptions {
   // Reject config.pbtxt fields inferd does not know (true), or accept them with a warning (false),
   // so a full Triton config with fields we ignore still loads.
   bool strict_config = false;
+  // Server readiness requires every model of the repository to be READY (Triton's
+  // --strict-readiness); false: ready once the repository was scanned.
+  bool strict_readiness = true;
   // Time source for queue delays and timeouts; nullptr = the process's RealClock. Must outlive the
   // manager.
   Clock* clock = nullptr;
@@ -140,8 +143,9 @@ class ModelManager {
   void Infer(std::unique_ptr<InferenceRequest> request, ResponseCallback callback);
 
   bool IsLive() const;  // true until destruction starts
-  // True when every model in the repository has at least one READY version (and the repository
-  // was loaded). An empty repository is ready.
+  // True when every model in the repository has at least one READY version and the repository
+  // was loaded. An empty repository is ready
+  // (with strict_readiness; otherwise once LoadRepository ran).
   bool IsReady() const;
   // version -1: any READY version.
   bool IsModelReady(const std::string& name, int64_t version = -1) const;
@@ -165,12 +169,17 @@ class ModelManager {
   explicit ModelManager(const ModelManagerOptions& options);
   StatusOr<std::shared_ptr<ModelVersion>> FindVersion(const std::string& name,
                                                       int64_t version) const;
+  StatusOr<std::shared_ptr<ModelVersion>> LoadVersion(const std::string& name, int64_t version,
+                                                      const std::filesystem::path& model_path,
+                                                      inference::ModelConfig config);
+  static Status Warmup(ModelVersion& version, const std::filesystem::path& model_dir);
 
   ModelManagerOptions options_;
   Clock* clock_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Model>> models_;  // guarded by mu_
   bool repository_loaded_ = false;                        // guarded by mu_
+  bool shutting_down_ = false;                            // guarded by mu_
 };
 
 }  // namespace inferd::serving
