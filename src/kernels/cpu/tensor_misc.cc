@@ -1,6 +1,7 @@
-// Trilu, CumSum and ReverseSequence.
+// Trilu, CumSum, ReverseSequence and Unique.
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/register.h"
@@ -156,12 +157,121 @@ class ReverseSequenceKernel final : public OpKernel {
   int64_t batch_axis_ = 1, time_axis_ = 0;
 };
 
+// Unique: unique elements (no axis: of the flattened input) or unique slices along an axis, sorted
+// ascending (lexicographically for slices) or in order of first occurrence.
+class UniqueKernel final : public OpKernel {
+ public:
+  Status Init(const KernelInfo& info) override {
+    has_axis_ = info.node().HasAttribute("axis");
+    axis_ = info.node().GetInt("axis", 0);
+    sorted_ = info.node().GetInt("sorted", 1) != 0;
+    return Status::Ok();
+  }
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor& x = *ctx.Input(0);
+    int64_t axis = 0;
+    Shape shape = {x.NumElements()};
+    if (has_axis_) {
+      if (x.rank() == 0) return InvalidArgument("Unique with an axis needs rank >= 1");
+      ASSIGN_OR_RETURN(axis, NormalizeAxis(axis_, x.rank()));
+      shape = x.shape();
+    }
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
+    for (int64_t d = axis + 1; d < static_cast<int64_t>(shape.size()); ++d) inner *= shape[d];
+    const int64_t dim = shape[axis];
+    // Slice j's elements in (outer, inner) order compare lexicographically.
+    auto less = [&](auto tag) {
+      using T = decltype(tag);
+      using C = std::conditional_t<std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>,
+                                   float, T>;
+      const T* p = x.data<T>();
+      return [=](int64_t a, int64_t b) {
+        for (int64_t o = 0; o < outer; ++o) {
+          for (int64_t i = 0; i < inner; ++i) {
+            C va = static_cast<C>(p[(o * dim + a) * inner + i]);
+            C vb = static_cast<C>(p[(o * dim + b) * inner + i]);
+            if (va < vb) return -1;
+            if (vb < va) return 1;
+          }
+        }
+        return 0;
+      };
+    };
+    std::vector<int64_t> order(dim);
+    std::iota(order.begin(), order.end(), 0);
+    std::vector<int64_t> group_of(dim);  // slice → unique id (in sorted order for now)
+    std::vector<int64_t> firsts, counts;
+    Status st = DispatchAll(
+        x.dtype(),
+        [&](auto tag) -> Status {
+          auto cmp = less(tag);
+          std::stable_sort(order.begin(), order.end(),
+                           [&](int64_t a, int64_t b) { return cmp(a, b) < 0; });
+          for (int64_t k = 0; k < dim; ++k) {
+            if (k == 0 || cmp(order[k - 1], order[k]) != 0) {
+              firsts.push_back(order[k]);
+              counts.push_back(0);
+            }
+            group_of[order[k]] = static_cast<int64_t>(firsts.size()) - 1;
+            ++counts.back();
+          }
+          return Status::Ok();
+        },
+        [&] { return InvalidArgument("Unique does not support {}", DataTypeName(x.dtype())); });
+    RETURN_IF_ERROR(st);
+    const int64_t u = static_cast<int64_t>(firsts.size());
+    std::vector<int64_t> rank(u);  // sorted id → output position
+    std::iota(rank.begin(), rank.end(), 0);
+    if (!sorted_) {
+      std::vector<int64_t> by_first(u);
+      std::iota(by_first.begin(), by_first.end(), 0);
+      std::sort(by_first.begin(), by_first.end(),
+                [&](int64_t a, int64_t b) { return firsts[a] < firsts[b]; });
+      for (int64_t k = 0; k < u; ++k) rank[by_first[k]] = k;
+    }
+    std::vector<int64_t> out_first(u), out_count(u);
+    for (int64_t g = 0; g < u; ++g) {
+      out_first[rank[g]] = firsts[g];
+      out_count[rank[g]] = counts[g];
+    }
+    Shape y_shape = shape;
+    y_shape[axis] = u;
+    Tensor* y = ctx.AllocateOutput(0, x.dtype(), y_shape);
+    const size_t block = inner * SizeOf(x.dtype());
+    const uint8_t* src = static_cast<const uint8_t*>(x.raw_data());
+    uint8_t* dst = static_cast<uint8_t*>(y->raw_data());
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t k = 0; k < u; ++k) {
+        std::memcpy(dst + (o * u + k) * block, src + (o * dim + out_first[k]) * block, block);
+      }
+    }
+    auto emit = [&](size_t i, const std::vector<int64_t>& v) {
+      if (!ctx.OutputRequested(i)) return;
+      Tensor* t = ctx.AllocateOutput(i, DataType::kInt64, {static_cast<int64_t>(v.size())});
+      std::copy(v.begin(), v.end(), t->data<int64_t>());
+    };
+    std::vector<int64_t> inverse(dim);
+    for (int64_t j = 0; j < dim; ++j) inverse[j] = rank[group_of[j]];
+    emit(1, out_first);
+    emit(2, inverse);
+    emit(3, out_count);
+    return Status::Ok();
+  }
+
+ private:
+  bool has_axis_ = false;
+  int64_t axis_ = 0;
+  bool sorted_ = true;
+};
+
 }  // namespace
 
 void RegisterTensorMiscKernels(KernelRegistry& r) {
   r.Add("Trilu", 14, kOpsetMax, AllTypes(), MakeKernel<TriluKernel>());
   r.Add("CumSum", 11, kOpsetMax, NumericTypes(), MakeKernel<CumSumKernel>());
   r.Add("ReverseSequence", 10, kOpsetMax, AllTypes(), MakeKernel<ReverseSequenceKernel>());
+  r.Add("Unique", 11, kOpsetMax, AllTypes(), MakeKernel<UniqueKernel>());
 }
 
 }  // namespace inferd::cpu
