@@ -28,11 +28,24 @@ test: build
 unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE slow
 
+# ONNX backend node tests, generated once from Debian's python3-onnx into $(ONNX_NODE_TESTS).
+# The full log goes to $(BUILD)/conformance.log; failures and the total are printed. Fails when
+# fewer tests pass than tests/conformance/floor.txt. FILTER=regex runs a subset (no floor check).
+ONNX_NODE_TESTS ?= $(BUILD)/onnx-node-tests
+FILTER ?=
 conformance: build
-	@echo "conformance: not wired yet"
+	@tests/conformance/generate_node_tests.sh $(ONNX_NODE_TESTS)
+	@rc=0; \
+	if [ -n "$(FILTER)" ]; then floor=""; else floor="--min-pass $$(cat tests/conformance/floor.txt)"; fi; \
+	$(BUILD)/inferd_conformance --data $(ONNX_NODE_TESTS) --list-failures \
+	  $(if $(FILTER),--filter '$(FILTER)') $$floor > $(BUILD)/conformance.log || rc=$$?; \
+	grep -v -E '^(PASS|FAIL|UNSUPPORTED) ' $(BUILD)/conformance.log; \
+	echo "conformance: full log in $(BUILD)/conformance.log"; exit $$rc
 
+# Exports the example models (scripts/export_models.py, cached in $(BUILD)/models), then runs
+# `inferd inspect` and `inferd run` on each and prints a summary.
 run: build
-	@echo "run: not wired yet"
+	@tests/cli/run_examples.sh $(BUILD)/inferd $(BUILD)/models $(BUILD)/run_outputs
 
 clean:
 	rm -rf $(BUILD)
