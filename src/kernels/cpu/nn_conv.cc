@@ -467,6 +467,8 @@ void RegisterNnKernels(KernelRegistry& r) {
   RegisterConvKernels(r);
   RegisterMatMulKernels(r);
   RegisterPoolKernels(r);
+  RegisterSoftmaxKernels(r);
+  RegisterNormKernels(r);
 }
 
 }  // namespace inferd::cpu
