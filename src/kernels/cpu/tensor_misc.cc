@@ -28,6 +28,7 @@ class TriluKernel final : public OpKernel {
     }
     Tensor* out = ctx.AllocateOutput(0, in.dtype(), in.shape());
     const int64_t rows = in.dim(in.rank() - 2), cols = in.dim(in.rank() - 1);
+    k = std::clamp<int64_t>(k, -(rows + 1), cols + 1);  // beyond that nothing changes
     const int64_t mats = rows * cols == 0 ? 0 : in.NumElements() / (rows * cols);
     const size_t elem = SizeOf(in.dtype());
     const uint8_t* src = static_cast<const uint8_t*>(in.raw_data());

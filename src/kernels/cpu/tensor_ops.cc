@@ -1,5 +1,6 @@
 // Shape-only kernels (views of their input: Reshape, Squeeze, Unsqueeze, Flatten, Identity, Dropout)
 // and small tensor producers (Shape, Size, Constant, ConstantOfShape, Range, EyeLike).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -342,13 +343,14 @@ class EyeLikeKernel final : public OpKernel {
     DataType dt = dtype_ == DataType::kUndefined ? in.dtype() : dtype_;
     Tensor* out = ctx.AllocateOutput(0, dt, in.shape());
     const int64_t rows = in.dim(0), cols = in.dim(1);
+    const int64_t k = std::clamp<int64_t>(k_, -(rows + 1), cols + 1);
     DispatchAll(
         dt,
         [&](auto tag) {
           using T = decltype(tag);
           T* o = out->data<T>();
           for (int64_t i = 0; i < rows; ++i) {
-            int64_t j = i + k_;
+            int64_t j = i + k;
             if (j >= 0 && j < cols) o[i * cols + j] = FromFloat<T>(1.0);
           }
         },

@@ -144,6 +144,8 @@ TEST(TensorOps, Slice) {
   EXPECT_EQ(y.shape(), (Shape{0, 4}));
   ExpectFails("Slice", {}, {x, I64({0}), I64({1}), I64({0}), I64({0})});
   ExpectFails("Slice", {}, {x, I64({0}), I64({1}), I64({2})});
+  y = Run1("Slice", {}, {x, I64({-1}), I64({INT64_MIN}), I64({1}), I64({INT64_MIN})});
+  ExpectTensorNear(y, F({3, 7, 11}, {3, 1}));
 }
 
 TEST(TensorOps, PadModes) {
@@ -165,6 +167,7 @@ TEST(TensorOps, ExpandTile) {
   ExpectTensorNear(Run1("Expand", {}, {x, I64({2, 1, 2})}),
                    F({1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3}, {2, 3, 2}));
   ExpectFails("Expand", {}, {x, I64({2, 2})});
+  ExpectFails("Expand", {}, {x, I64({-1, 1})});
   ExpectTensorNear(Run1("Tile", {}, {F({1, 2, 3, 4}, {2, 2}), I64({1, 2})}),
                    F({1, 2, 1, 2, 3, 4, 3, 4}, {2, 4}));
   ExpectFails("Tile", {}, {x, I64({2})});
@@ -326,6 +329,8 @@ TEST(TensorOps, ResizeNearestAndLinear) {
   y = Run1("Upsample", {{"scales", testing::AttrFloats({1, 1, 2, 1})}}, {x}, 7);
   ExpectTensorNear(y, F({1, 2, 1, 2, 3, 4, 3, 4}, {1, 1, 4, 2}));
   ExpectFails("Resize", {}, {x, none, F({2}, {1})});
+  ExpectFails("Resize", {}, {x, none, F({1, 1, 1e30f, 1}, {4})});
+  ExpectFails("Resize", {}, {x, none, F({1, 1, -1, 1}, {4})});
   ExpectFails("Resize", {{"mode", AttrString("bogus")}}, {x, none, scales});
 }
 

@@ -313,8 +313,11 @@ class ResizeKernel final : public OpKernel {
         return InvalidArgument("Resize needs {} scales (or sizes), got {}", r, scales.size());
       }
       for (int64_t d = 0; d < r; ++d) {
-        if (!(scales[d] > 0)) return InvalidArgument("Resize scale {} must be positive", scales[d]);
-        out_shape[d] = static_cast<int64_t>(std::floor(in.dim(d) * scales[d]));
+        const double size = std::floor(in.dim(d) * scales[d]);
+        if (!(scales[d] > 0) || !(size < 1e12)) {
+          return InvalidArgument("Resize scale {} is invalid for dim {}", scales[d], in.dim(d));
+        }
+        out_shape[d] = static_cast<int64_t>(size);
       }
     }
     Tensor* out = ctx.AllocateOutput(0, in.dtype(), out_shape);

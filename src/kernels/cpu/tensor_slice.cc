@@ -59,8 +59,10 @@ class SliceKernel final : public OpKernel {
     std::vector<int64_t> strides = in_strides;
     int64_t offset = 0;
     for (size_t i = 0; i < n; ++i) {
-      const int64_t a = axes[i], dim = in.dim(a), step = steps[i];
-      if (step == 0) return InvalidArgument("Slice step must not be zero (axis {})", a);
+      const int64_t a = axes[i], dim = in.dim(a);
+      if (steps[i] == 0) return InvalidArgument("Slice step must not be zero (axis {})", a);
+      // Steps longer than the axis select one element at most; clamping avoids overflow.
+      const int64_t step = std::clamp<int64_t>(steps[i], -(dim + 1), dim + 1);
       int64_t s = starts[i], e = ends[i];
       if (s < 0) s += dim;
       if (e < 0) e += dim;
@@ -77,7 +79,7 @@ class SliceKernel final : public OpKernel {
         count = s > e ? (s - e + (-step) - 1) / (-step) : 0;
       }
       out_shape[a] = count;
-      strides[a] = in_strides[a] * step;
+      strides[a] = count > 1 ? in_strides[a] * step : 0;
       if (count > 0) offset += s * in_strides[a];
     }
     Tensor* out = ctx.AllocateOutput(0, in.dtype(), out_shape);
@@ -348,6 +350,9 @@ class ExpandKernel final : public OpKernel {
   Status Compute(KernelContext& ctx) const override {
     const Tensor& in = *ctx.Input(0);
     ASSIGN_OR_RETURN(std::vector<int64_t> shape, ReadIntList(*ctx.Input(1), "shape"));
+    for (int64_t d : shape) {
+      if (d < 0) return InvalidArgument("Expand shape has a negative dim {}", d);
+    }
     ASSIGN_OR_RETURN(Shape out_shape, BroadcastShapes({in.shape(), shape}));
     Tensor* out = ctx.AllocateOutput(0, in.dtype(), out_shape);
     StridedCopy(in, 0, BroadcastStrides(in.shape(), out_shape), out);
