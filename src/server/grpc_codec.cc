@@ -1,0 +1,189 @@
+#include "server/grpc_codec.h"
+
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "server/http_codec.h"
+
+namespace inferd::server {
+namespace {
+
+using inference::InferParameter;
+using inference::InferTensorContents;
+using inference::ModelInferRequest;
+using serving::InferenceRequest;
+
+constexpr int kMaxRank = 32;
+
+StatusOr<Shape> CheckShape(const google::protobuf::RepeatedField<int64_t>& dims,
+                           std::string_view where) {
+  if (dims.size() > kMaxRank) return InvalidArgument("{}: rank {} is too large", where, dims.size());
+  constexpr int64_t kMaxElements = int64_t{1} << 48;
+  Shape shape;
+  int64_t count = 1;
+  for (int64_t d : dims) {
+    if (d < 0) return InvalidArgument("{}: shape must hold non-negative integers", where);
+    if (d > kMaxElements || (d > 0 && count > kMaxElements / d)) {
+      return InvalidArgument("{}: shape is too large", where);
+    }
+    count *= d;
+    shape.push_back(d);
+  }
+  return shape;
+}
+
+// Copies a repeated typed field into a new tensor of `dtype`, range-checking narrowing.
+template <typename T, typename Field>
+StatusOr<Tensor> FromRepeated(const Field& values, DataType dtype, const Shape& shape,
+                              std::string_view where) {
+  const int64_t n = NumElements(shape);
+  if (static_cast<int64_t>(values.size()) != n) {
+    return InvalidArgument("{}: contents hold {} elements but shape {} needs {}", where,
+                           values.size(), ShapeToString(shape), n);
+  }
+  Tensor t = Tensor::Allocate(dtype, shape);
+  T* out = t.data<T>();
+  for (int64_t i = 0; i < n; ++i) {
+    auto v = values.Get(static_cast<int>(i));
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max()) {
+        return InvalidArgument("{}: element {} ({}) is out of range for {}", where, i, v,
+                               serving::KServeName(dtype));
+      }
+    }
+    out[i] = static_cast<T>(v);
+  }
+  return t;
+}
+
+StatusOr<Tensor> FromContents(const InferTensorContents& c, DataType dtype, const Shape& shape,
+                              std::string_view where) {
+  switch (dtype) {
+    case DataType::kBool: return FromRepeated<bool>(c.bool_contents(), dtype, shape, where);
+    case DataType::kInt8: return FromRepeated<int8_t>(c.int_contents(), dtype, shape, where);
+    case DataType::kInt16: return FromRepeated<int16_t>(c.int_contents(), dtype, shape, where);
+    case DataType::kInt32: return FromRepeated<int32_t>(c.int_contents(), dtype, shape, where);
+    case DataType::kInt64: return FromRepeated<int64_t>(c.int64_contents(), dtype, shape, where);
+    case DataType::kUInt8: return FromRepeated<uint8_t>(c.uint_contents(), dtype, shape, where);
+    case DataType::kUInt16: return FromRepeated<uint16_t>(c.uint_contents(), dtype, shape, where);
+    case DataType::kUInt32: return FromRepeated<uint32_t>(c.uint_contents(), dtype, shape, where);
+    case DataType::kUInt64: return FromRepeated<uint64_t>(c.uint64_contents(), dtype, shape, where);
+    case DataType::kFloat32: return FromRepeated<float>(c.fp32_contents(), dtype, shape, where);
+    case DataType::kFloat64: return FromRepeated<double>(c.fp64_contents(), dtype, shape, where);
+    default:
+      return InvalidArgument("{}: {} data must be sent in raw_input_contents", where,
+                             serving::KServeName(dtype));
+  }
+}
+
+StatusOr<int64_t> IntParameter(const InferParameter& p, std::string_view name) {
+  if (p.parameter_choice_case() != InferParameter::kInt64Param) {
+    return InvalidArgument("parameter '{}' must be an int64_param", name);
+  }
+  if (p.int64_param() < 0) return InvalidArgument("parameter '{}' must be >= 0", name);
+  return p.int64_param();
+}
+
+}  // namespace
+
+StatusOr<int64_t> ParseGrpcVersion(const std::string& version) {
+  if (version.empty()) return int64_t{-1};
+  return ParseModelVersion(version);
+}
+
+StatusOr<std::unique_ptr<InferenceRequest>> DecodeGrpcInferRequest(
+    const ModelInferRequest& msg, std::shared_ptr<const void> keep_alive) {
+  auto req = std::make_unique<InferenceRequest>();
+  if (msg.model_name().empty()) return InvalidArgument("model_name is empty");
+  req->model_name = msg.model_name();
+  ASSIGN_OR_RETURN(req->model_version, ParseGrpcVersion(msg.model_version()));
+  req->id = msg.id();
+  req->body = std::move(keep_alive);
+  for (const auto& [key, p] : msg.parameters()) {
+    if (key == "priority") {
+      ASSIGN_OR_RETURN(int64_t v, IntParameter(p, key));
+      if (v > std::numeric_limits<uint32_t>::max()) {
+        return InvalidArgument("parameter 'priority' is out of range");
+      }
+      req->priority = static_cast<uint32_t>(v);
+    } else if (key == "timeout") {
+      ASSIGN_OR_RETURN(int64_t v, IntParameter(p, key));
+      req->timeout = std::chrono::microseconds(v);
+    }
+  }
+  if (msg.inputs_size() == 0) return InvalidArgument("request has no inputs");
+  const bool raw = msg.raw_input_contents_size() > 0;
+  if (raw && msg.raw_input_contents_size() != msg.inputs_size()) {
+    return InvalidArgument("raw_input_contents has {} entries but there are {} inputs",
+                           msg.raw_input_contents_size(), msg.inputs_size());
+  }
+  for (int i = 0; i < msg.inputs_size(); ++i) {
+    const auto& in = msg.inputs(i);
+    std::string where = fmt::format("input '{}'", in.name().substr(0, 128));
+    if (in.name().empty()) return InvalidArgument("input {}: name is empty", i);
+    for (const auto& prev : req->inputs) {
+      if (prev.name == in.name()) return InvalidArgument("{}: given more than once", where);
+    }
+    auto dtype = serving::DataTypeFromKServe(in.datatype());
+    if (!dtype.ok()) return dtype.status().WithContext(where);
+    ASSIGN_OR_RETURN(Shape shape, CheckShape(in.shape(), where));
+    Tensor tensor;
+    if (raw) {
+      if (in.has_contents()) {
+        return InvalidArgument("{}: has contents although raw_input_contents is used", where);
+      }
+      const std::string& bytes = msg.raw_input_contents(i);
+      const uint64_t expected = static_cast<uint64_t>(NumElements(shape)) * SizeOf(*dtype);
+      if (bytes.size() != expected) {
+        return InvalidArgument("{}: raw contents hold {} bytes but {} {} needs {}", where,
+                               bytes.size(), in.datatype(), ShapeToString(shape), expected);
+      }
+      void* ptr = const_cast<char*>(bytes.data());
+      if (reinterpret_cast<uintptr_t>(ptr) % SizeOf(*dtype) == 0) {
+        tensor = Tensor::View(*dtype, shape, ptr);
+      } else {
+        tensor = Tensor::Allocate(*dtype, shape);
+        if (expected > 0) std::memcpy(tensor.raw_data(), ptr, expected);
+      }
+    } else {
+      ASSIGN_OR_RETURN(tensor, FromContents(in.contents(), *dtype, shape, where));
+    }
+    req->inputs.push_back({in.name(), std::move(tensor)});
+  }
+  for (const auto& out : msg.outputs()) {
+    if (out.name().empty()) return InvalidArgument("requested output with an empty name");
+    for (const auto& prev : req->requested_outputs) {
+      if (prev == out.name()) {
+        return InvalidArgument("output '{}' requested more than once", out.name().substr(0, 128));
+      }
+    }
+    req->requested_outputs.push_back(out.name());
+  }
+  return req;
+}
+
+Status EncodeGrpcInferResponse(const serving::InferenceResponse& response,
+                               inference::ModelInferResponse* out) {
+  out->Clear();
+  out->set_model_name(response.model_name);
+  out->set_model_version(response.model_version >= 0 ? std::to_string(response.model_version)
+                                                     : "");
+  out->set_id(response.id);
+  for (const auto& [name, tensor] : response.outputs) {
+    const char* dt = serving::KServeName(tensor.dtype());
+    if (dt == nullptr || *dt == '\0') {
+      return Internal("output '{}' has type {}, which KServe cannot represent", name,
+                      DataTypeName(tensor.dtype()));
+    }
+    auto* o = out->add_outputs();
+    o->set_name(name);
+    o->set_datatype(dt);
+    for (int64_t d : tensor.shape()) o->add_shape(d);
+    out->add_raw_output_contents()->assign(static_cast<const char*>(tensor.raw_data()),
+                                           tensor.ByteSize());
+  }
+  return Status::Ok();
+}
+
+}  // namespace inferd::server

@@ -1,0 +1,339 @@
+#include "server/grpc_server.h"
+
+#include <chrono>
+#include <deque>
+#include <mutex>
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include "grpc_service.grpc.pb.h"
+#include "model_config.pb.h"
+#include "server/grpc_codec.h"
+#include "server/kserve_http.h"
+
+namespace inferd::server {
+namespace {
+
+using grpc::CallbackServerContext;
+using grpc::ServerUnaryReactor;
+using serving::ModelManager;
+namespace pb = inference;
+
+grpc::Status ToGrpc(const Status& s) {
+  using G = grpc::StatusCode;
+  G code = G::UNKNOWN;
+  switch (s.code()) {
+    case StatusCode::kOk: return grpc::Status::OK;
+    case StatusCode::kInvalidArgument: code = G::INVALID_ARGUMENT; break;
+    case StatusCode::kNotFound: code = G::NOT_FOUND; break;
+    case StatusCode::kAlreadyExists: code = G::ALREADY_EXISTS; break;
+    case StatusCode::kFailedPrecondition: code = G::FAILED_PRECONDITION; break;
+    case StatusCode::kOutOfRange: code = G::OUT_OF_RANGE; break;
+    case StatusCode::kUnimplemented: code = G::UNIMPLEMENTED; break;
+    case StatusCode::kUnavailable: code = G::UNAVAILABLE; break;
+    case StatusCode::kDeadlineExceeded: code = G::DEADLINE_EXCEEDED; break;
+    case StatusCode::kResourceExhausted: code = G::RESOURCE_EXHAUSTED; break;
+    case StatusCode::kInternal: code = G::INTERNAL; break;
+  }
+  return grpc::Status(code, s.message());
+}
+
+ServerUnaryReactor* Done(CallbackServerContext* ctx, const Status& s) {
+  ServerUnaryReactor* r = ctx->DefaultReactor();
+  r->Finish(ToGrpc(s));
+  return r;
+}
+
+void FillDuration(const serving::DurationStat& d, pb::StatisticDuration* out) {
+  out->set_count(d.count);
+  out->set_ns(d.ns);
+}
+
+// Bidirectional stream: every request read is decoded and handed to the manager at once; responses
+// are queued and written one at a time (gRPC allows one outstanding write). The call finishes once
+// the client half-closed and every request has been answered.
+class StreamReactor : public grpc::ServerBidiReactor<pb::ModelInferRequest, pb::ModelStreamInferResponse> {
+ public:
+  explicit StreamReactor(ModelManager* manager) : manager_(manager) { StartRead(&request_); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      {
+        std::lock_guard lock(mu_);
+        reads_done_ = true;
+      }
+      MaybeFinish();
+      return;
+    }
+    auto msg = std::make_shared<pb::ModelInferRequest>(std::move(request_));
+    request_.Clear();
+    {
+      std::lock_guard lock(mu_);
+      ++pending_;
+    }
+    auto decoded = DecodeGrpcInferRequest(*msg, msg);
+    if (!decoded.ok()) {
+      pb::ModelStreamInferResponse r;
+      r.set_error_message(decoded.status().message());
+      r.mutable_infer_response()->set_id(msg->id());
+      r.mutable_infer_response()->set_model_name(msg->model_name());
+      Enqueue(std::move(r));
+    } else {
+      manager_->Infer(std::move(*decoded), [this, msg](Status s, serving::InferenceResponse resp) {
+        pb::ModelStreamInferResponse r;
+        if (s.ok()) s = EncodeGrpcInferResponse(resp, r.mutable_infer_response());
+        if (!s.ok()) {
+          r.Clear();
+          r.set_error_message(s.message());
+          r.mutable_infer_response()->set_id(msg->id());
+          r.mutable_infer_response()->set_model_name(msg->model_name());
+        }
+        Enqueue(std::move(r));
+      });
+    }
+    StartRead(&request_);
+  }
+
+  void OnWriteDone(bool /*ok*/) override {
+    {
+      std::lock_guard lock(mu_);
+      queue_.pop_front();
+      --pending_;
+      if (!queue_.empty()) {
+        StartWrite(&queue_.front());
+        return;
+      }
+      writing_ = false;
+    }
+    MaybeFinish();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void Enqueue(pb::ModelStreamInferResponse r) {
+    std::lock_guard lock(mu_);
+    queue_.push_back(std::move(r));
+    if (!writing_) {
+      writing_ = true;
+      StartWrite(&queue_.front());
+    }
+  }
+
+  void MaybeFinish() {
+    {
+      std::lock_guard lock(mu_);
+      if (!reads_done_ || pending_ > 0 || writing_ || finished_) return;
+      finished_ = true;
+    }
+    Finish(grpc::Status::OK);
+  }
+
+  ModelManager* manager_;
+  pb::ModelInferRequest request_;  // the read in progress
+  // Reactions may run inline from StartWrite on the same thread: the mutex is recursive.
+  std::recursive_mutex mu_;
+  std::deque<pb::ModelStreamInferResponse> queue_;  // guarded by mu_; front is being written
+  int64_t pending_ = 0;                             // guarded by mu_: read, not yet written
+  bool writing_ = false;                            // guarded by mu_
+  bool reads_done_ = false;                         // guarded by mu_
+  bool finished_ = false;                           // guarded by mu_
+};
+
+class Service final : public pb::GRPCInferenceService::CallbackService {
+ public:
+  explicit Service(ModelManager* manager) : manager_(manager) {}
+
+  ServerUnaryReactor* ServerLive(CallbackServerContext* ctx, const pb::ServerLiveRequest*,
+                                 pb::ServerLiveResponse* res) override {
+    res->set_live(manager_->IsLive());
+    return Done(ctx, Status::Ok());
+  }
+
+  ServerUnaryReactor* ServerReady(CallbackServerContext* ctx, const pb::ServerReadyRequest*,
+                                  pb::ServerReadyResponse* res) override {
+    res->set_ready(manager_->IsReady());
+    return Done(ctx, Status::Ok());
+  }
+
+  ServerUnaryReactor* ModelReady(CallbackServerContext* ctx, const pb::ModelReadyRequest* req,
+                                 pb::ModelReadyResponse* res) override {
+    auto version = ParseGrpcVersion(req->version());
+    if (!version.ok()) return Done(ctx, version.status());
+    res->set_ready(manager_->IsModelReady(req->name(), *version));
+    return Done(ctx, Status::Ok());
+  }
+
+  ServerUnaryReactor* ServerMetadata(CallbackServerContext* ctx, const pb::ServerMetadataRequest*,
+                                     pb::ServerMetadataResponse* res) override {
+    res->set_name(kServerName);
+    res->set_version(kServerVersion);
+    for (const char* e : {"binary_tensor_data", "statistics", "model_configuration",
+                          "model_repository"}) {
+      res->add_extensions(e);
+    }
+    return Done(ctx, Status::Ok());
+  }
+
+  ServerUnaryReactor* ModelMetadata(CallbackServerContext* ctx,
+                                    const pb::ModelMetadataRequest* req,
+                                    pb::ModelMetadataResponse* res) override {
+    auto version = ParseGrpcVersion(req->version());
+    if (!version.ok()) return Done(ctx, version.status());
+    auto md = manager_->GetMetadata(req->name(), *version);
+    if (!md.ok()) return Done(ctx, md.status());
+    res->set_name(md->name);
+    for (const auto& v : md->versions) res->add_versions(v);
+    res->set_platform(md->platform);
+    for (const auto& t : md->inputs) {
+      auto* o = res->add_inputs();
+      o->set_name(t.name);
+      o->set_datatype(t.datatype);
+      for (int64_t d : t.shape) o->add_shape(d);
+    }
+    for (const auto& t : md->outputs) {
+      auto* o = res->add_outputs();
+      o->set_name(t.name);
+      o->set_datatype(t.datatype);
+      for (int64_t d : t.shape) o->add_shape(d);
+    }
+    return Done(ctx, Status::Ok());
+  }
+
+  ServerUnaryReactor* ModelInfer(CallbackServerContext* ctx, const pb::ModelInferRequest* req,
+                                 pb::ModelInferResponse* res) override {
+    // Raw inputs view into *req, which gRPC keeps alive until the reactor is done, i.e. after
+    // the response callback has called Finish.
+    auto decoded = DecodeGrpcInferRequest(*req, nullptr);
+    if (!decoded.ok()) return Done(ctx, decoded.status());
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    manager_->Infer(std::move(*decoded),
+                    [reactor, res](Status s, serving::InferenceResponse resp) {
+                      if (s.ok()) s = EncodeGrpcInferResponse(resp, res);
+                      reactor->Finish(ToGrpc(s));
+                    });
+    return reactor;
+  }
+
+  grpc::ServerBidiReactor<pb::ModelInferRequest, pb::ModelStreamInferResponse>* ModelStreamInfer(
+      CallbackServerContext*) override {
+    return new StreamReactor(manager_);
+  }
+
+  ServerUnaryReactor* ModelConfig(CallbackServerContext* ctx, const pb::ModelConfigRequest* req,
+                                  pb::ModelConfigResponse* res) override {
+    auto version = ParseGrpcVersion(req->version());
+    if (!version.ok()) return Done(ctx, version.status());
+    auto config = manager_->GetConfig(req->name(), *version);
+    if (!config.ok()) return Done(ctx, config.status());
+    res->mutable_config()->CopyFrom(**config);
+    return Done(ctx, Status::Ok());
+  }
+
+  ServerUnaryReactor* ModelStatistics(CallbackServerContext* ctx,
+                                      const pb::ModelStatisticsRequest* req,
+                                      pb::ModelStatisticsResponse* res) override {
+    auto version = ParseGrpcVersion(req->version());
+    if (!version.ok()) return Done(ctx, version.status());
+    auto stats = manager_->GetStatistics(req->name(), *version);
+    if (!req->name().empty() && stats.empty()) {
+      return Done(ctx, NotFound("no statistics for model '{}'", req->name()));
+    }
+    for (const auto& s : stats) {
+      auto* m = res->add_model_stats();
+      m->set_name(s.name);
+      m->set_version(std::to_string(s.version));
+      m->set_last_inference(s.last_inference_ms);
+      m->set_inference_count(s.inference_count);
+      m->set_execution_count(s.execution_count);
+      auto* is = m->mutable_inference_stats();
+      FillDuration(s.success, is->mutable_success());
+      FillDuration(s.fail, is->mutable_fail());
+      FillDuration(s.queue, is->mutable_queue());
+      FillDuration(s.compute_input, is->mutable_compute_input());
+      FillDuration(s.compute_infer, is->mutable_compute_infer());
+      FillDuration(s.compute_output, is->mutable_compute_output());
+      for (const auto& b : s.batch_stats) {
+        auto* bs = m->add_batch_stats();
+        bs->set_batch_size(static_cast<uint64_t>(b.batch_size));
+        FillDuration(b.compute_input, bs->mutable_compute_input());
+        FillDuration(b.compute_infer, bs->mutable_compute_infer());
+        FillDuration(b.compute_output, bs->mutable_compute_output());
+      }
+    }
+    return Done(ctx, Status::Ok());
+  }
+
+  ServerUnaryReactor* RepositoryIndex(CallbackServerContext* ctx,
+                                      const pb::RepositoryIndexRequest* req,
+                                      pb::RepositoryIndexResponse* res) override {
+    for (const auto& e : manager_->Index()) {
+      if (req->ready() && e.state != "READY") continue;
+      auto* m = res->add_models();
+      m->set_name(e.name);
+      if (e.version >= 0) m->set_version(std::to_string(e.version));
+      m->set_state(e.state);
+      m->set_reason(e.reason);
+    }
+    return Done(ctx, Status::Ok());
+  }
+
+  ServerUnaryReactor* RepositoryModelLoad(CallbackServerContext* ctx,
+                                          const pb::RepositoryModelLoadRequest* req,
+                                          pb::RepositoryModelLoadResponse*) override {
+    return Done(ctx, manager_->LoadModel(req->model_name()));
+  }
+
+  ServerUnaryReactor* RepositoryModelUnload(CallbackServerContext* ctx,
+                                            const pb::RepositoryModelUnloadRequest* req,
+                                            pb::RepositoryModelUnloadResponse*) override {
+    return Done(ctx, manager_->UnloadModel(req->model_name()));
+  }
+
+ private:
+  ModelManager* manager_;
+};
+
+}  // namespace
+
+struct GrpcServer::Impl {
+  std::unique_ptr<Service> service;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+  bool stopped = false;
+};
+
+GrpcServer::GrpcServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GrpcServer::~GrpcServer() { Stop(); }
+uint16_t GrpcServer::port() const { return static_cast<uint16_t>(impl_->port); }
+
+StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& options,
+                                                        ModelManager* manager) {
+  auto impl = std::make_unique<Impl>();
+  impl->service = std::make_unique<Service>(manager);
+  grpc::ServerBuilder builder;
+  std::string host = options.host;
+  if (host.find(':') != std::string::npos) host = "[" + host + "]";  // IPv6 literal
+  builder.AddListeningPort(fmt::format("{}:{}", host, options.port),
+                           grpc::InsecureServerCredentials(), &impl->port);
+  const int max_bytes =
+      static_cast<int>(std::min<size_t>(options.max_message_bytes, size_t{INT32_MAX}));
+  builder.SetMaxReceiveMessageSize(max_bytes);
+  builder.SetMaxSendMessageSize(max_bytes);
+  builder.RegisterService(impl->service.get());
+  impl->server = builder.BuildAndStart();
+  if (impl->server == nullptr || impl->port == 0) {
+    return Unavailable("grpc: cannot listen on {}:{}", options.host, options.port);
+  }
+  return std::unique_ptr<GrpcServer>(new GrpcServer(std::move(impl)));
+}
+
+void GrpcServer::Stop() {
+  if (impl_ == nullptr || impl_->stopped) return;
+  impl_->stopped = true;
+  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  impl_->server->Wait();
+}
+
+}  // namespace inferd::server

@@ -1,0 +1,456 @@
+#include "server/http_codec.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include <rapidjson/document.h>
+#include <rapidjson/error/en.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+namespace inferd::server {
+namespace {
+
+using serving::InferenceRequest;
+using serving::InferenceResponse;
+
+constexpr size_t kMaxRank = 32;
+
+// Iterative parsing: deeply nested input cannot overflow the stack.
+constexpr unsigned kParseFlags = rapidjson::kParseIterativeFlag;
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer, rapidjson::UTF8<>, rapidjson::UTF8<>,
+                                     rapidjson::CrtAllocator, rapidjson::kWriteNanAndInfFlag>;
+
+const char* JsonTypeName(const rapidjson::Value& v) {
+  switch (v.GetType()) {
+    case rapidjson::kNullType: return "null";
+    case rapidjson::kFalseType:
+    case rapidjson::kTrueType: return "boolean";
+    case rapidjson::kObjectType: return "object";
+    case rapidjson::kArrayType: return "array";
+    case rapidjson::kStringType: return "string";
+    case rapidjson::kNumberType: return "number";
+  }
+  return "unknown";
+}
+
+const rapidjson::Value* Member(const rapidjson::Value& obj, const char* name) {
+  auto it = obj.FindMember(name);
+  return it == obj.MemberEnd() ? nullptr : &it->value;
+}
+
+StatusOr<std::string> GetString(const rapidjson::Value& obj, const char* name,
+                                std::string_view where, bool required) {
+  const rapidjson::Value* v = Member(obj, name);
+  if (v == nullptr) {
+    if (required) return InvalidArgument("{}: missing '{}'", where, name);
+    return std::string();
+  }
+  if (!v->IsString()) {
+    return InvalidArgument("{}: '{}' must be a string, got {}", where, name, JsonTypeName(*v));
+  }
+  return std::string(v->GetString(), v->GetStringLength());
+}
+
+// Reads a non-negative integer parameter (accepts JSON integers only).
+StatusOr<uint64_t> GetUInt(const rapidjson::Value& v, std::string_view where) {
+  if (!v.IsUint64()) {
+    return InvalidArgument("{} must be a non-negative integer, got {}", where, JsonTypeName(v));
+  }
+  return v.GetUint64();
+}
+
+StatusOr<bool> GetBool(const rapidjson::Value& v, std::string_view where) {
+  if (!v.IsBool()) return InvalidArgument("{} must be a boolean, got {}", where, JsonTypeName(v));
+  return v.GetBool();
+}
+
+StatusOr<Shape> ParseShape(const rapidjson::Value& input, std::string_view where) {
+  const rapidjson::Value* v = Member(input, "shape");
+  if (v == nullptr) return InvalidArgument("{}: missing 'shape'", where);
+  if (!v->IsArray()) return InvalidArgument("{}: 'shape' must be an array", where);
+  if (v->Size() > kMaxRank) {
+    return InvalidArgument("{}: rank {} exceeds the maximum of {}", where, v->Size(), kMaxRank);
+  }
+  Shape shape;
+  // Each dim is bounded so the element count cannot overflow int64 before the size checks.
+  constexpr int64_t kMaxElements = int64_t{1} << 48;
+  int64_t count = 1;
+  for (const auto& d : v->GetArray()) {
+    if (!d.IsInt64() || d.GetInt64() < 0) {
+      return InvalidArgument("{}: 'shape' must hold non-negative integers", where);
+    }
+    int64_t dim = d.GetInt64();
+    if (dim > kMaxElements || (dim > 0 && count > kMaxElements / dim)) {
+      return InvalidArgument("{}: shape is too large", where);
+    }
+    count *= dim;
+    shape.push_back(dim);
+  }
+  return shape;
+}
+
+// Converts one JSON value to T; false if the value has the wrong kind or is out of range.
+template <typename T>
+bool ConvertElement(const rapidjson::Value& v, T* out) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!v.IsBool()) return false;
+    *out = v.GetBool();
+    return true;
+  } else if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, Float16> ||
+                       std::is_same_v<T, BFloat16>) {
+    if (!v.IsNumber()) return false;
+    if constexpr (std::is_same_v<T, double>) {
+      *out = v.GetDouble();
+    } else {
+      *out = T(static_cast<float>(v.GetDouble()));
+    }
+    return true;
+  } else if constexpr (std::is_signed_v<T>) {
+    if (!v.IsInt64()) return false;
+    int64_t x = v.GetInt64();
+    if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max()) return false;
+    *out = static_cast<T>(x);
+    return true;
+  } else {
+    if (!v.IsUint64()) return false;
+    uint64_t x = v.GetUint64();
+    if (x > std::numeric_limits<T>::max()) return false;
+    *out = static_cast<T>(x);
+    return true;
+  }
+}
+
+// Flattens (possibly nested) `data` into `out` (capacity `capacity` elements), row-major.
+// Nesting deeper than `max_depth` is an error, which also bounds the recursion.
+template <typename T>
+Status FlattenData(const rapidjson::Value& v, size_t max_depth, T* out, size_t capacity,
+                   size_t* count, std::string_view where, DataType dtype) {
+  if (v.IsArray()) {
+    if (max_depth == 0) return InvalidArgument("{}: 'data' is nested deeper than the shape", where);
+    for (const auto& e : v.GetArray()) {
+      RETURN_IF_ERROR(FlattenData(e, max_depth - 1, out, capacity, count, where, dtype));
+    }
+    return Status::Ok();
+  }
+  if (*count >= capacity) {
+    return InvalidArgument("{}: 'data' holds more elements than the shape's {}", where, capacity);
+  }
+  if (!ConvertElement(v, &out[*count])) {
+    return InvalidArgument("{}: element {} ({}) is not a valid {} value", where, *count,
+                           JsonTypeName(v), serving::KServeName(dtype));
+  }
+  ++*count;
+  return Status::Ok();
+}
+
+StatusOr<Tensor> DecodeJsonData(const rapidjson::Value& data, DataType dtype, const Shape& shape,
+                                size_t body_size, std::string_view where) {
+  const int64_t n = NumElements(shape);
+  // Every JSON element takes at least one byte of the body: a larger shape cannot match `data`,
+  // and checking first keeps a hostile shape from triggering a huge allocation.
+  if (static_cast<uint64_t>(n) > body_size) {
+    return InvalidArgument("{}: shape {} needs {} elements but the body is only {} bytes", where,
+                           ShapeToString(shape), n, body_size);
+  }
+  Tensor t = Tensor::Allocate(dtype, shape);
+  size_t count = 0;
+  const size_t max_depth = std::max<size_t>(shape.size(), 1);
+  Status st = DispatchAll(
+      dtype,
+      [&](auto tag) -> Status {
+        using T = decltype(tag);
+        return FlattenData<T>(data, max_depth, t.data<T>(), static_cast<size_t>(n), &count, where,
+                              dtype);
+      },
+      [&]() -> Status { return InvalidArgument("{}: unsupported datatype", where); });
+  RETURN_IF_ERROR(st);
+  if (count != static_cast<size_t>(n)) {
+    return InvalidArgument("{}: 'data' holds {} elements but shape {} needs {}", where, count,
+                           ShapeToString(shape), n);
+  }
+  return t;
+}
+
+Status ParseRequestParameters(const rapidjson::Value& params, InferenceRequest* req,
+                              HttpOutputOptions* out) {
+  if (!params.IsObject()) return InvalidArgument("request 'parameters' must be an object");
+  for (const auto& m : params.GetObject()) {
+    std::string_view key(m.name.GetString(), m.name.GetStringLength());
+    if (key == "priority") {
+      ASSIGN_OR_RETURN(uint64_t p, GetUInt(m.value, "parameter 'priority'"));
+      if (p > std::numeric_limits<uint32_t>::max()) {
+        return InvalidArgument("parameter 'priority' is out of range");
+      }
+      req->priority = static_cast<uint32_t>(p);
+    } else if (key == "timeout") {
+      ASSIGN_OR_RETURN(uint64_t us, GetUInt(m.value, "parameter 'timeout'"));
+      if (us > static_cast<uint64_t>(std::numeric_limits<int64_t>::max() / 1000)) {
+        return InvalidArgument("parameter 'timeout' is out of range");
+      }
+      req->timeout = std::chrono::microseconds(static_cast<int64_t>(us));
+    } else if (key == "binary_data_output") {
+      ASSIGN_OR_RETURN(out->binary_by_default, GetBool(m.value, "parameter 'binary_data_output'"));
+    }
+    // Other parameters (sequence ids, classification, ...) are ignored, as Triton does for
+    // parameters a model does not use.
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<int64_t> ParseModelVersion(std::string_view text) {
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || v <= 0) {
+    return InvalidArgument("invalid model version '{}': expected a positive integer",
+                           text.substr(0, 64));
+  }
+  return v;
+}
+
+StatusOr<DecodedHttpRequest> DecodeHttpInferRequest(std::string model_name, int64_t model_version,
+                                                    std::shared_ptr<std::string> body,
+                                                    std::optional<size_t> header_length) {
+  if (body == nullptr) return InvalidArgument("empty request body");
+  const size_t json_length = header_length.value_or(body->size());
+  if (json_length > body->size()) {
+    return InvalidArgument("Inference-Header-Content-Length {} exceeds the body size {}",
+                           json_length, body->size());
+  }
+  if (json_length == 0) return InvalidArgument("empty request body: expected a JSON object");
+
+  rapidjson::Document doc;
+  doc.Parse<kParseFlags>(body->data(), json_length);
+  if (doc.HasParseError()) {
+    return InvalidArgument("malformed JSON at offset {}: {}", doc.GetErrorOffset(),
+                           rapidjson::GetParseError_En(doc.GetParseError()));
+  }
+  if (!doc.IsObject()) return InvalidArgument("request body must be a JSON object");
+
+  DecodedHttpRequest out;
+  out.request = std::make_unique<InferenceRequest>();
+  InferenceRequest& req = *out.request;
+  req.model_name = std::move(model_name);
+  req.model_version = model_version;
+  req.body = body;
+  ASSIGN_OR_RETURN(req.id, GetString(doc, "id", "request", /*required=*/false));
+  if (const rapidjson::Value* params = Member(doc, "parameters")) {
+    RETURN_IF_ERROR(ParseRequestParameters(*params, &req, &out.output_options));
+  }
+
+  const rapidjson::Value* inputs = Member(doc, "inputs");
+  if (inputs == nullptr) return InvalidArgument("request: missing 'inputs'");
+  if (!inputs->IsArray()) return InvalidArgument("request: 'inputs' must be an array");
+  if (inputs->Empty()) return InvalidArgument("request: 'inputs' is empty");
+
+  size_t binary_offset = json_length;
+  for (rapidjson::SizeType i = 0; i < inputs->Size(); ++i) {
+    const rapidjson::Value& in = (*inputs)[i];
+    std::string where = fmt::format("input {}", i);
+    if (!in.IsObject()) return InvalidArgument("{}: must be an object", where);
+    ASSIGN_OR_RETURN(std::string name, GetString(in, "name", where, /*required=*/true));
+    where = fmt::format("input '{}'", name.substr(0, 128));
+    for (const auto& prev : req.inputs) {
+      if (prev.name == name) return InvalidArgument("{}: given more than once", where);
+    }
+    ASSIGN_OR_RETURN(std::string dt_name, GetString(in, "datatype", where, /*required=*/true));
+    auto dtype = serving::DataTypeFromKServe(dt_name);
+    if (!dtype.ok()) return dtype.status().WithContext(where);
+    ASSIGN_OR_RETURN(Shape shape, ParseShape(in, where));
+
+    std::optional<uint64_t> binary_size;
+    if (const rapidjson::Value* p = Member(in, "parameters")) {
+      if (!p->IsObject()) return InvalidArgument("{}: 'parameters' must be an object", where);
+      if (const rapidjson::Value* b = Member(*p, "binary_data_size")) {
+        ASSIGN_OR_RETURN(binary_size, GetUInt(*b, where + ": 'binary_data_size'"));
+      }
+    }
+    const rapidjson::Value* data = Member(in, "data");
+    Tensor tensor;
+    if (binary_size.has_value()) {
+      if (data != nullptr) {
+        return InvalidArgument("{}: has both 'data' and 'binary_data_size'", where);
+      }
+      const uint64_t expected = static_cast<uint64_t>(NumElements(shape)) * SizeOf(*dtype);
+      if (*binary_size != expected) {
+        return InvalidArgument("{}: binary_data_size is {} bytes but {} {} needs {}", where,
+                               *binary_size, dt_name, ShapeToString(shape), expected);
+      }
+      if (*binary_size > body->size() - binary_offset) {
+        return InvalidArgument(
+            "{}: binary data is truncated: needs {} bytes at offset {}, the body has {}", where,
+            *binary_size, binary_offset, body->size());
+      }
+      char* ptr = body->data() + binary_offset;
+      if (reinterpret_cast<uintptr_t>(ptr) % SizeOf(*dtype) == 0) {
+        tensor = Tensor::Wrap(*dtype, shape, ptr, body);
+      } else {  // misaligned for the element type: copy rather than hand kernels a bad pointer
+        tensor = Tensor::Allocate(*dtype, shape);
+        if (*binary_size > 0) std::memcpy(tensor.raw_data(), ptr, *binary_size);
+      }
+      binary_offset += *binary_size;
+    } else {
+      if (data == nullptr) {
+        return InvalidArgument("{}: needs 'data' or a 'binary_data_size' parameter", where);
+      }
+      ASSIGN_OR_RETURN(tensor, DecodeJsonData(*data, *dtype, shape, body->size(), where));
+    }
+    req.inputs.push_back({std::move(name), std::move(tensor)});
+  }
+  if (binary_offset != body->size()) {
+    return InvalidArgument("body has {} bytes of binary data but the inputs use {}",
+                           body->size() - json_length, binary_offset - json_length);
+  }
+
+  if (const rapidjson::Value* outputs = Member(doc, "outputs")) {
+    if (!outputs->IsArray()) return InvalidArgument("request: 'outputs' must be an array");
+    for (rapidjson::SizeType i = 0; i < outputs->Size(); ++i) {
+      const rapidjson::Value& o = (*outputs)[i];
+      std::string where = fmt::format("output {}", i);
+      if (!o.IsObject()) return InvalidArgument("{}: must be an object", where);
+      ASSIGN_OR_RETURN(std::string name, GetString(o, "name", where, /*required=*/true));
+      where = fmt::format("output '{}'", name.substr(0, 128));
+      if (const rapidjson::Value* p = Member(o, "parameters")) {
+        if (!p->IsObject()) return InvalidArgument("{}: 'parameters' must be an object", where);
+        if (const rapidjson::Value* b = Member(*p, "binary_data")) {
+          ASSIGN_OR_RETURN(bool binary, GetBool(*b, where + ": 'binary_data'"));
+          out.output_options.binary[name] = binary;
+        }
+      }
+      for (const auto& prev : req.requested_outputs) {
+        if (prev == name) return InvalidArgument("{}: requested more than once", where);
+      }
+      req.requested_outputs.push_back(std::move(name));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+template <typename T>
+void WriteData(JsonWriter& w, const Tensor& t) {
+  const T* p = t.data<T>();
+  const int64_t n = t.NumElements();
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<T, bool>) {
+      w.Bool(p[i]);
+    } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, Float16> ||
+                         std::is_same_v<T, BFloat16>) {
+      // Shortest text that reads back as the same float (not the double's).
+      float f = static_cast<float>(p[i]);
+      if (std::isfinite(f)) {
+        char buf[32];
+        auto r = std::to_chars(buf, buf + sizeof(buf), f);
+        w.RawValue(buf, static_cast<size_t>(r.ptr - buf), rapidjson::kNumberType);
+      } else {
+        w.Double(f);
+      }
+    } else if constexpr (std::is_same_v<T, double>) {
+      w.Double(p[i]);
+    } else if constexpr (std::is_signed_v<T>) {
+      w.Int64(p[i]);
+    } else {
+      w.Uint64(p[i]);
+    }
+  }
+}
+
+}  // namespace
+
+StatusOr<EncodedHttpResponse> EncodeHttpInferResponse(const InferenceResponse& response,
+                                                      const HttpOutputOptions& options) {
+  rapidjson::StringBuffer sb;
+  JsonWriter w(sb);
+  w.StartObject();
+  w.Key("model_name");
+  w.String(response.model_name.data(), static_cast<rapidjson::SizeType>(response.model_name.size()));
+  w.Key("model_version");
+  std::string version = response.model_version >= 0 ? std::to_string(response.model_version) : "";
+  w.String(version.data(), static_cast<rapidjson::SizeType>(version.size()));
+  if (!response.id.empty()) {
+    w.Key("id");
+    w.String(response.id.data(), static_cast<rapidjson::SizeType>(response.id.size()));
+  }
+  w.Key("outputs");
+  w.StartArray();
+  std::vector<const Tensor*> binary;
+  for (const auto& [name, tensor] : response.outputs) {
+    const char* dt = serving::KServeName(tensor.dtype());
+    if (dt == nullptr || *dt == '\0') {
+      return Internal("output '{}' has type {}, which KServe cannot represent", name,
+                      DataTypeName(tensor.dtype()));
+    }
+    w.StartObject();
+    w.Key("name");
+    w.String(name.data(), static_cast<rapidjson::SizeType>(name.size()));
+    w.Key("datatype");
+    w.String(dt);
+    w.Key("shape");
+    w.StartArray();
+    for (int64_t d : tensor.shape()) w.Int64(d);
+    w.EndArray();
+    if (options.IsBinary(name)) {
+      w.Key("parameters");
+      w.StartObject();
+      w.Key("binary_data_size");
+      w.Uint64(tensor.ByteSize());
+      w.EndObject();
+      binary.push_back(&tensor);
+    } else {
+      w.Key("data");
+      w.StartArray();
+      DispatchAll(
+          tensor.dtype(), [&](auto tag) { WriteData<decltype(tag)>(w, tensor); }, [] {});
+      w.EndArray();
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+
+  EncodedHttpResponse out;
+  out.json_length = sb.GetSize();
+  size_t total = out.json_length;
+  for (const Tensor* t : binary) total += t->ByteSize();
+  out.body.reserve(total);
+  out.body.append(sb.GetString(), sb.GetSize());
+  for (const Tensor* t : binary) {
+    out.body.append(static_cast<const char*>(t->raw_data()), t->ByteSize());
+  }
+  return out;
+}
+
+std::string JsonError(std::string_view message) {
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  w.StartObject();
+  w.Key("error");
+  w.String(message.data(), static_cast<rapidjson::SizeType>(message.size()));
+  w.EndObject();
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+int HttpStatusFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk: return 200;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kUnimplemented: return 400;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kAlreadyExists: return 409;
+    case StatusCode::kUnavailable:
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kDeadlineExceeded: return 503;
+    default: return 500;
+  }
+}
+
+}  // namespace inferd::server

@@ -1,0 +1,261 @@
+#include "server/http_codec.h"
+
+#include <google/protobuf/stubs/logging.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "server/grpc_codec.h"
+
+namespace inferd::server {
+namespace {
+
+using serving::InferenceResponse;
+
+std::shared_ptr<std::string> Body(std::string s) { return std::make_shared<std::string>(std::move(s)); }
+
+StatusOr<DecodedHttpRequest> Decode(const std::string& json, std::optional<size_t> header = {}) {
+  return DecodeHttpInferRequest("m", -1, Body(json), header);
+}
+
+void ExpectInvalid(const std::string& json, const std::string& needle,
+                   std::optional<size_t> header = {}) {
+  auto r = Decode(json, header);
+  ASSERT_FALSE(r.ok()) << json;
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  EXPECT_NE(r.status().message().find(needle), std::string::npos)
+      << "message '" << r.status().message() << "' lacks '" << needle << "'";
+}
+
+TEST(HttpCodec, DecodesFlatAndNestedJson) {
+  auto r = Decode(R"({"id":"r1","parameters":{"priority":2,"timeout":1500},
+    "inputs":[{"name":"x","datatype":"FP32","shape":[2,2],"data":[[1,2],[3,4.5]]},
+              {"name":"y","datatype":"INT64","shape":[3],"data":[1,-2,3]},
+              {"name":"b","datatype":"BOOL","shape":[2],"data":[true,false]},
+              {"name":"h","datatype":"FP16","shape":[1],"data":[0.5]}],
+    "outputs":[{"name":"z","parameters":{"binary_data":true}}]})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const auto& req = *r->request;
+  EXPECT_EQ(req.model_name, "m");
+  EXPECT_EQ(req.id, "r1");
+  EXPECT_EQ(req.priority, 2u);
+  EXPECT_EQ(req.timeout.count(), 1500);
+  ASSERT_EQ(req.inputs.size(), 4u);
+  EXPECT_EQ(req.inputs[0].tensor.shape(), (Shape{2, 2}));
+  EXPECT_FLOAT_EQ(req.inputs[0].tensor.data<float>()[3], 4.5f);
+  EXPECT_EQ(req.inputs[1].tensor.data<int64_t>()[1], -2);
+  EXPECT_TRUE(req.inputs[2].tensor.data<bool>()[0]);
+  EXPECT_FLOAT_EQ(static_cast<float>(req.inputs[3].tensor.data<Float16>()[0]), 0.5f);
+  ASSERT_EQ(req.requested_outputs.size(), 1u);
+  EXPECT_TRUE(r->output_options.IsBinary("z"));
+  EXPECT_FALSE(r->output_options.IsBinary("other"));
+}
+
+TEST(HttpCodec, BinaryInputIsAViewIntoTheBody) {
+  std::string json =
+      R"({"inputs":[{"name":"x","datatype":"FP32","shape":[4],"parameters":{"binary_data_size":16}}],"parameters":{"binary_data_output":true}})";
+  // Pad the JSON so the binary part starts 4-byte aligned relative to the string's buffer.
+  while (json.size() % 8 != 0) json += ' ';
+  float values[4] = {1, 2, 3, 4};
+  auto body = Body(json + std::string(reinterpret_cast<char*>(values), sizeof(values)));
+  auto r = DecodeHttpInferRequest("m", 3, body, json.size());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Tensor& t = r->request->inputs[0].tensor;
+  EXPECT_EQ(t.raw_data(), body->data() + json.size());  // no copy
+  EXPECT_EQ(t.data<float>()[2], 3.0f);
+  EXPECT_EQ(r->request->model_version, 3);
+  EXPECT_TRUE(r->output_options.IsBinary("anything"));
+}
+
+TEST(HttpCodec, RejectsBadRequests) {
+  ExpectInvalid("{", "malformed JSON");
+  ExpectInvalid("[]", "JSON object");
+  ExpectInvalid("{} junk", "malformed JSON");
+  ExpectInvalid("{}", "missing 'inputs'");
+  ExpectInvalid(R"({"inputs":[]})", "empty");
+  ExpectInvalid(R"({"inputs":[{"datatype":"FP32","shape":[1],"data":[1]}]})", "missing 'name'");
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"FLOAT","shape":[1],"data":[1]}]})", "x");
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[-1],"data":[1]}]})",
+                "non-negative");
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[3],"data":[1,2]}]})",
+                "holds 2 elements");
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1,2]}]})",
+                "more elements");
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"INT8","shape":[1],"data":[300]}]})",
+                "not a valid INT8");
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":["1"]}]})",
+                "string");
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[[[1]]]}]})",
+                "nested deeper");
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[100000000],"data":[1]}]})",
+                "body is only");
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1]},
+                              {"name":"x","datatype":"FP32","shape":[1],"data":[1]}]})",
+                "more than once");
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1]}]})", "needs 'data'");
+  ExpectInvalid(R"({"parameters":{"priority":-1},"inputs":[]})", "priority");
+  ExpectInvalid(R"({"parameters":{"binary_data_output":1},"inputs":[]})", "binary_data_output");
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"BYTES","shape":[1],"data":["a"]}]})", "x");
+  // Binary extension.
+  const std::string bin =
+      R"({"inputs":[{"name":"x","datatype":"FP32","shape":[2],"parameters":{"binary_data_size":8}}]})";
+  ExpectInvalid(bin + "1234", "truncated", bin.size());
+  ExpectInvalid(bin + "123456789", "binary data", bin.size());
+  ExpectInvalid(bin, "exceeds the body", bin.size() + 1);
+  ExpectInvalid(
+      R"({"inputs":[{"name":"x","datatype":"FP32","shape":[2],"parameters":{"binary_data_size":4}}]})",
+      "needs 8");
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1]}]})", "empty",
+                size_t{0});
+}
+
+TEST(HttpCodec, DeepNestingDoesNotOverflowTheStack) {
+  std::string deep(200000, '[');
+  ExpectInvalid(deep, "malformed");
+  std::string data = R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":)" +
+                     std::string(100000, '[') + "1" + std::string(100000, ']') + "}]}";
+  ExpectInvalid(data, "nested deeper");
+}
+
+TEST(HttpCodec, EncodesJsonAndBinaryOutputs) {
+  InferenceResponse resp;
+  resp.model_name = "m";
+  resp.model_version = 2;
+  resp.id = "r";
+  resp.outputs.emplace_back("a", Tensor::FromVector<float>({0.1f, 2.5f}));
+  resp.outputs.emplace_back("b", Tensor::FromVector<int32_t>({7, 8, 9}));
+  HttpOutputOptions opts;
+  auto json = EncodeHttpInferResponse(resp, opts);
+  ASSERT_TRUE(json.ok());
+  EXPECT_FALSE(json->has_binary());
+  EXPECT_EQ(json->body,
+            R"({"model_name":"m","model_version":"2","id":"r","outputs":[)"
+            R"({"name":"a","datatype":"FP32","shape":[2],"data":[0.1,2.5]},)"
+            R"({"name":"b","datatype":"INT32","shape":[3],"data":[7,8,9]}]})");
+  opts.binary["b"] = true;
+  auto bin = EncodeHttpInferResponse(resp, opts);
+  ASSERT_TRUE(bin.ok());
+  ASSERT_TRUE(bin->has_binary());
+  EXPECT_EQ(bin->body.size(), bin->json_length + 12);
+  EXPECT_NE(bin->body.substr(0, bin->json_length).find(R"("binary_data_size":12)"),
+            std::string::npos);
+  int32_t back[3];
+  std::memcpy(back, bin->body.data() + bin->json_length, 12);
+  EXPECT_EQ(back[2], 9);
+}
+
+TEST(HttpCodec, StatusMapping) {
+  EXPECT_EQ(HttpStatusFor(InvalidArgument("x")), 400);
+  EXPECT_EQ(HttpStatusFor(NotFound("x")), 404);
+  EXPECT_EQ(HttpStatusFor(Unavailable("x")), 503);
+  EXPECT_EQ(HttpStatusFor(Internal("x")), 500);
+  EXPECT_EQ(JsonError("bad \"x\""), R"({"error":"bad \"x\""})");
+  EXPECT_TRUE(ParseModelVersion("12").ok());
+  EXPECT_FALSE(ParseModelVersion("0").ok());
+  EXPECT_FALSE(ParseModelVersion("1x").ok());
+  EXPECT_FALSE(ParseModelVersion("").ok());
+  EXPECT_FALSE(ParseModelVersion("99999999999999999999").ok());
+}
+
+// Fuzz: mutate valid bodies (byte flips, truncation, splices, random header lengths) and random
+// bytes. Decoding must never crash and every failure must be INVALID_ARGUMENT.
+TEST(HttpCodec, FuzzDecoderNeverCrashes) {
+  const std::vector<std::string> seeds = {
+      R"({"id":"a","parameters":{"priority":1,"timeout":5,"binary_data_output":true},"inputs":[{"name":"x","datatype":"FP32","shape":[2,2],"data":[[1,2],[3,4]]}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]})",
+      R"({"inputs":[{"name":"x","datatype":"INT64","shape":[3],"data":[1,2,3]},{"name":"b","datatype":"BOOL","shape":[1],"data":[true]}]})",
+      R"({"inputs":[{"name":"x","datatype":"UINT8","shape":[4],"parameters":{"binary_data_size":4}}]})" "ABCD",
+  };
+  std::mt19937 rng(1234);
+  int ok = 0, invalid = 0;
+  for (int iter = 0; iter < 20000; ++iter) {
+    std::string s = seeds[rng() % seeds.size()];
+    std::optional<size_t> header;
+    if (s.back() == 'D') header = s.size() - 4;
+    int mutations = 1 + static_cast<int>(rng() % 4);
+    for (int m = 0; m < mutations && !s.empty(); ++m) {
+      size_t pos = rng() % s.size();
+      switch (rng() % 6) {
+        case 0: s[pos] = static_cast<char>(rng()); break;
+        case 1: s.erase(pos, 1 + rng() % 8); break;
+        case 2: s.insert(pos, 1, "[]{}\",:0-9e."[rng() % 13]); break;
+        case 3: s.resize(pos); break;
+        case 4: s.insert(pos, s.substr(rng() % s.size(), rng() % 16)); break;
+        case 5: header = rng() % (s.size() + 4); break;
+      }
+    }
+    if (iter % 10 == 0) {  // pure noise
+      s.resize(rng() % 64);
+      for (char& c : s) c = static_cast<char>(rng());
+    }
+    auto r = Decode(s, header);
+    if (r.ok()) {
+      ++ok;
+    } else {
+      ++invalid;
+      ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+      ASSERT_FALSE(r.status().message().empty());
+    }
+  }
+  EXPECT_GT(invalid, 1000);
+  EXPECT_GT(ok, 10);  // some mutations stay valid (e.g. digit changes)
+}
+
+TEST(GrpcCodec, DecodesTypedAndRawContents) {
+  inference::ModelInferRequest msg;
+  msg.set_model_name("m");
+  msg.set_model_version("2");
+  (*msg.mutable_parameters())["priority"].set_int64_param(3);
+  auto* in = msg.add_inputs();
+  in->set_name("x");
+  in->set_datatype("INT8");
+  in->add_shape(2);
+  in->mutable_contents()->add_int_contents(-5);
+  in->mutable_contents()->add_int_contents(7);
+  auto r = DecodeGrpcInferRequest(msg, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->model_version, 2);
+  EXPECT_EQ((*r)->priority, 3u);
+  EXPECT_EQ((*r)->inputs[0].tensor.data<int8_t>()[0], -5);
+
+  in->mutable_contents()->set_int_contents(0, 1000);
+  EXPECT_EQ(DecodeGrpcInferRequest(msg, nullptr).status().code(), StatusCode::kInvalidArgument);
+
+  in->clear_contents();
+  in->set_datatype("FP32");
+  float v[2] = {1.5f, 2.5f};
+  msg.add_raw_input_contents(std::string(reinterpret_cast<char*>(v), 8));
+  r = DecodeGrpcInferRequest(msg, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->inputs[0].tensor.data<float>()[1], 2.5f);
+  msg.set_raw_input_contents(0, "123");
+  EXPECT_EQ(DecodeGrpcInferRequest(msg, nullptr).status().code(), StatusCode::kInvalidArgument);
+  msg.set_model_version("x");
+  EXPECT_EQ(DecodeGrpcInferRequest(msg, nullptr).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(GrpcCodec, FuzzDecoderNeverCrashes) {
+  inference::ModelInferRequest seed;
+  seed.set_model_name("m");
+  auto* in = seed.add_inputs();
+  in->set_name("x");
+  in->set_datatype("FP32");
+  in->add_shape(2);
+  seed.add_raw_input_contents(std::string(8, '\0'));
+  const std::string bytes = seed.SerializeAsString();
+  google::protobuf::LogSilencer quiet;  // mutated strings are often invalid UTF-8
+  std::mt19937 rng(99);
+  for (int iter = 0; iter < 20000; ++iter) {
+    std::string s = bytes;
+    for (int m = 0; m < 3; ++m) s[rng() % s.size()] = static_cast<char>(rng());
+    inference::ModelInferRequest msg;
+    if (!msg.ParseFromString(s)) continue;
+    auto r = DecodeGrpcInferRequest(msg, nullptr);
+    if (!r.ok()) {
+      ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace inferd::server

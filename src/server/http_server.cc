@@ -1,0 +1,267 @@
+#include "server/http_server.h"
+
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <thread>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <spdlog/spdlog.h>
+
+#include "server/http_codec.h"
+
+namespace inferd::server {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+// A keep-alive connection idle this long is closed; so is a client stalling mid-request.
+constexpr std::chrono::seconds kIdleTimeout{300};
+// After a 413 the rest of the upload is read and discarded (so the client sees the reply rather
+// than a connection reset), up to this much and this long.
+constexpr size_t kMaxDrainBytes = size_t{1} << 30;
+constexpr std::chrono::seconds kDrainTimeout{10};
+
+// Headers handed to handlers (lower-case); the rest are not copied.
+constexpr const char* kKeptHeaders[] = {"inference-header-content-length", "content-type",
+                                        "accept-encoding"};
+
+}  // namespace
+
+struct HttpServer::Impl {
+  HttpServerOptions options;
+  HttpHandler handler;
+  net::io_context ioc;
+  tcp::acceptor acceptor{ioc};
+  std::vector<std::thread> threads;
+  std::atomic<bool> stopped{false};
+  uint16_t port = 0;
+
+  explicit Impl(const HttpServerOptions& o) : options(o), ioc(std::max(1, o.io_threads)) {}
+  void Accept();
+};
+
+namespace {
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, HttpServer::Impl* server)
+      : stream_(std::move(socket)), server_(server) {}
+
+  void Start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
+  }
+
+ private:
+  void ReadHeader() {
+    parser_.emplace();
+    parser_->body_limit(boost::none);  // checked by hand in OnHeader to answer 413 cleanly
+    parser_->header_limit(64 * 1024);
+    stream_.expires_after(kIdleTimeout);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              self->OnHeader(ec);
+                            });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ec) return Close(ec);
+    const size_t limit = server_->options.max_request_bytes;
+    auto length = parser_->content_length();
+    if (length && *length > limit) {
+      // With Expect: 100-continue the client has not sent the body yet: no need to drain.
+      bool expects = parser_->get()[http::field::expect] == "100-continue";
+      return TooLarge(*length, /*drain=*/!expects);
+    }
+    parser_->body_limit(limit);
+    if (parser_->get()[http::field::expect] == "100-continue") {
+      auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
+      http::async_write(stream_, *cont,
+                        [self = shared_from_this(), cont](beast::error_code ec2, size_t) {
+                          if (ec2) return self->Close(ec2);
+                          self->ReadBody();
+                        });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       self->OnRead(ec);
+                     });
+  }
+
+  void OnRead(beast::error_code ec) {
+    if (ec == http::error::body_limit) return TooLarge(0, /*drain=*/true);
+    if (ec) return Close(ec);
+    stream_.expires_never();
+    http::request<http::string_body> msg = parser_->release();
+    keep_alive_ = msg.keep_alive();
+    HttpRequest req;
+    req.method = std::string(msg.method_string());
+    std::string_view target(msg.target().data(), msg.target().size());
+    req.path = std::string(target.substr(0, target.find('?')));
+    for (const char* name : kKeptHeaders) {
+      auto it = msg.find(name);
+      if (it != msg.end()) req.headers.emplace_back(name, std::string(it->value()));
+    }
+    req.body = std::make_shared<std::string>(std::move(msg.body()));
+    HttpResponder reply = [self = shared_from_this()](HttpReply r) {
+      net::post(self->stream_.get_executor(),
+                [self, r = std::move(r)]() mutable { self->Write(std::move(r)); });
+    };
+    server_->handler(std::move(req), std::move(reply));
+  }
+
+  void TooLarge(uint64_t length, bool drain) {
+    keep_alive_ = false;
+    HttpReply r;
+    r.status = 413;
+    r.body = JsonError(
+        length > 0 ? fmt::format("request body of {} bytes exceeds the limit of {} bytes", length,
+                                 server_->options.max_request_bytes)
+                   : fmt::format("request body exceeds the limit of {} bytes",
+                                 server_->options.max_request_bytes));
+    drain_after_write_ = drain;
+    Write(std::move(r));
+  }
+
+  void Write(HttpReply r) {
+    if (server_->stopped.load()) return;
+    auto res = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(r.status), 11);
+    res->set(http::field::server, "inferd");
+    if (!r.content_type.empty()) res->set(http::field::content_type, r.content_type);
+    for (auto& [k, v] : r.headers) res->set(k, v);
+    res->body() = std::move(r.body);
+    res->keep_alive(keep_alive_);
+    res->prepare_payload();
+    stream_.expires_after(kIdleTimeout);
+    http::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, size_t) {
+      self->OnWrite(ec);
+    });
+  }
+
+  void OnWrite(beast::error_code ec) {
+    if (ec) return Close(ec);
+    if (drain_after_write_) return Drain();
+    if (!keep_alive_) return Close({});
+    ReadHeader();
+  }
+
+  // Reads and discards what the client still sends, then closes.
+  void Drain() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    if (drain_buffer_.empty()) {
+      drain_buffer_.resize(64 * 1024);
+      stream_.expires_after(kDrainTimeout);
+    }
+    stream_.async_read_some(net::buffer(drain_buffer_),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->drained_ += n;
+                              if (ec || self->drained_ > kMaxDrainBytes) return self->Close({});
+                              self->Drain();
+                            });
+  }
+
+  void Close(beast::error_code ec) {
+    if (ec && ec != http::error::end_of_stream && ec != net::error::eof &&
+        ec != beast::error::timeout && ec != net::error::operation_aborted &&
+        ec != net::error::connection_reset) {
+      spdlog::debug("http: closing connection: {}", ec.message());
+    }
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.socket().close(ignored);
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  HttpServer::Impl* server_;
+  bool keep_alive_ = true;
+  bool drain_after_write_ = false;
+  std::vector<char> drain_buffer_;
+  size_t drained_ = 0;
+};
+
+}  // namespace
+
+void HttpServer::Impl::Accept() {
+  acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+    if (stopped.load()) return;
+    if (!ec) {
+      beast::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
+      std::make_shared<Session>(std::move(socket), this)->Start();
+    }
+    Accept();
+  });
+}
+
+HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+uint16_t HttpServer::port() const { return impl_->port; }
+
+StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
+                                                        HttpHandler handler) {
+  if (options.io_threads < 1) return InvalidArgument("http: io_threads must be >= 1");
+  auto impl = std::make_unique<Impl>(options);
+  impl->handler = std::move(handler);
+  beast::error_code ec;
+  auto address = net::ip::make_address(options.host, ec);
+  if (ec) return InvalidArgument("http: invalid host address '{}': {}", options.host, ec.message());
+  tcp::endpoint endpoint(address, options.port);
+  auto fail = [&](const char* what) {
+    return Unavailable("http: cannot {} {}:{}: {}", what, options.host, options.port, ec.message());
+  };
+  impl->acceptor.open(endpoint.protocol(), ec);
+  if (ec) return fail("open");
+  impl->acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (ec) return fail("configure");
+  impl->acceptor.bind(endpoint, ec);
+  if (ec) return fail("bind");
+  impl->acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) return fail("listen on");
+  impl->port = impl->acceptor.local_endpoint(ec).port();
+  impl->Accept();
+  for (int i = 0; i < options.io_threads; ++i) {
+    impl->threads.emplace_back([ioc = &impl->ioc] {
+      // Handlers do not throw (they return Status); an exception here is a bug worth a log line
+      // rather than a terminated server.
+      for (;;) {
+        try {
+          ioc->run();
+          return;
+        } catch (const std::exception& e) {
+          spdlog::error("http: unexpected exception in I/O thread: {}", e.what());
+        }
+      }
+    });
+  }
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+}
+
+void HttpServer::Stop() {
+  if (impl_ == nullptr || impl_->stopped.exchange(true)) return;
+  net::post(impl_->ioc, [impl = impl_.get()] {
+    beast::error_code ignored;
+    impl->acceptor.close(ignored);
+  });
+  impl_->ioc.stop();
+  for (auto& t : impl_->threads) {
+    if (t.joinable()) t.join();
+  }
+}
+
+}  // namespace inferd::server

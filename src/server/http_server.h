@@ -1,0 +1,83 @@
+// A small asynchronous HTTP/1.1 server on Boost.Beast: keep-alive, a fixed pool of I/O threads,
+// a request-size limit, and a handler that may answer later from any thread.
+//
+//   HttpServerOptions opts;
+//   opts.port = 0;  // any free port
+//   ASSIGN_OR_RETURN(auto server, HttpServer::Start(opts, [](HttpRequest req, HttpResponder reply) {
+//     reply(HttpReply{200, "text/plain", "hello"});
+//   }));
+//   spdlog::info("listening on {}", server->port());
+//
+// The server knows nothing about KServe; kserve_http.h routes requests. One request per
+// connection is in flight at a time (the next is read once the reply is written), so replies
+// keep request order. Bodies over `max_request_bytes` get 413 with a JSON error and the
+// connection is closed; a client that sends `Expect: 100-continue` gets the 100 first.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace inferd::server {
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";  // address to bind (IPv4 or IPv6 literal)
+  uint16_t port = 8000;            // 0 = let the OS pick; see HttpServer::port()
+  int io_threads = 2;              // threads running the event loop (>= 1)
+  size_t max_request_bytes = size_t{64} << 20;  // body limit; larger bodies get 413
+};
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string path;    // target without the query string
+  // Lower-cased header names; only the headers a handler may need are kept.
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::shared_ptr<std::string> body;  // never null
+
+  // Value of header `name` (lower-case), or nullptr.
+  const std::string* Header(std::string_view name) const {
+    for (const auto& [k, v] : headers) {
+      if (k == name) return &v;
+    }
+    return nullptr;
+  }
+};
+
+struct HttpReply {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // extra headers
+};
+
+// Must be called exactly once per request, from any thread.
+using HttpResponder = std::function<void(HttpReply)>;
+// Runs on an I/O thread: must not block (hand long work elsewhere and reply later).
+using HttpHandler = std::function<void(HttpRequest, HttpResponder)>;
+
+class HttpServer {
+ public:
+  // Binds, listens and starts the I/O threads. Fails (UNAVAILABLE) if the address is in use.
+  static StatusOr<std::unique_ptr<HttpServer>> Start(const HttpServerOptions& options,
+                                                     HttpHandler handler);
+  // Stops accepting, closes connections and joins the I/O threads. Replies arriving later are
+  // dropped. Idempotent; the destructor calls it.
+  void Stop();
+  ~HttpServer();
+
+  uint16_t port() const;  // the bound port (useful with port 0)
+
+  struct Impl;
+
+ private:
+  explicit HttpServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace inferd::server

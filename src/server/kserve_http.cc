@@ -1,0 +1,299 @@
+#include "server/kserve_http.h"
+
+#include <string_view>
+#include <vector>
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "server/http_codec.h"
+#include "server/metrics.h"
+
+namespace inferd::server {
+namespace {
+
+using serving::ModelManager;
+using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
+
+HttpReply Json(int status, std::string body) { return HttpReply{status, "application/json", std::move(body), {}}; }
+HttpReply Error(const Status& s) { return Json(HttpStatusFor(s), JsonError(s.message())); }
+HttpReply Empty(int status) { return HttpReply{status, "", "", {}}; }
+
+void Str(Writer& w, std::string_view s) {
+  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+}
+
+std::vector<std::string_view> SplitPath(std::string_view path) {
+  std::vector<std::string_view> parts;
+  size_t i = 0;
+  while (i < path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    if (j > i) parts.push_back(path.substr(i, j - i));
+    i = j + 1;
+  }
+  return parts;
+}
+
+std::string MetadataJson(const serving::ModelMetadata& m) {
+  rapidjson::StringBuffer sb;
+  Writer w(sb);
+  w.StartObject();
+  w.Key("name");
+  Str(w, m.name);
+  w.Key("versions");
+  w.StartArray();
+  for (const auto& v : m.versions) Str(w, v);
+  w.EndArray();
+  w.Key("platform");
+  Str(w, m.platform);
+  for (const char* key : {"inputs", "outputs"}) {
+    w.Key(key);
+    w.StartArray();
+    for (const auto& t : (key[0] == 'i' ? m.inputs : m.outputs)) {
+      w.StartObject();
+      w.Key("name");
+      Str(w, t.name);
+      w.Key("datatype");
+      Str(w, t.datatype);
+      w.Key("shape");
+      w.StartArray();
+      for (int64_t d : t.shape) w.Int64(d);
+      w.EndArray();
+      w.EndObject();
+    }
+    w.EndArray();
+  }
+  w.EndObject();
+  return sb.GetString();
+}
+
+void Duration(Writer& w, const char* key, const serving::DurationStat& d) {
+  w.Key(key);
+  w.StartObject();
+  w.Key("count");
+  w.Uint64(d.count);
+  w.Key("ns");
+  w.Uint64(d.ns);
+  w.EndObject();
+}
+
+std::string StatsJson(const std::vector<serving::ModelStatisticsSnapshot>& stats) {
+  rapidjson::StringBuffer sb;
+  Writer w(sb);
+  w.StartObject();
+  w.Key("model_stats");
+  w.StartArray();
+  for (const auto& s : stats) {
+    w.StartObject();
+    w.Key("name");
+    Str(w, s.name);
+    w.Key("version");
+    Str(w, std::to_string(s.version));
+    w.Key("last_inference");
+    w.Uint64(s.last_inference_ms);
+    w.Key("inference_count");
+    w.Uint64(s.inference_count);
+    w.Key("execution_count");
+    w.Uint64(s.execution_count);
+    w.Key("inference_stats");
+    w.StartObject();
+    Duration(w, "success", s.success);
+    Duration(w, "fail", s.fail);
+    Duration(w, "queue", s.queue);
+    Duration(w, "compute_input", s.compute_input);
+    Duration(w, "compute_infer", s.compute_infer);
+    Duration(w, "compute_output", s.compute_output);
+    w.EndObject();
+    w.Key("batch_stats");
+    w.StartArray();
+    for (const auto& b : s.batch_stats) {
+      w.StartObject();
+      w.Key("batch_size");
+      w.Int64(b.batch_size);
+      Duration(w, "compute_input", b.compute_input);
+      Duration(w, "compute_infer", b.compute_infer);
+      Duration(w, "compute_output", b.compute_output);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return sb.GetString();
+}
+
+std::string IndexJson(const std::vector<serving::ModelIndexEntry>& index) {
+  rapidjson::StringBuffer sb;
+  Writer w(sb);
+  w.StartArray();
+  for (const auto& e : index) {
+    w.StartObject();
+    w.Key("name");
+    Str(w, e.name);
+    if (e.version >= 0) {
+      w.Key("version");
+      Str(w, std::to_string(e.version));
+    }
+    w.Key("state");
+    Str(w, e.state);
+    if (!e.reason.empty()) {
+      w.Key("reason");
+      Str(w, e.reason);
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  return sb.GetString();
+}
+
+std::string ServerMetadataJson() {
+  rapidjson::StringBuffer sb;
+  Writer w(sb);
+  w.StartObject();
+  w.Key("name");
+  w.String(kServerName);
+  w.Key("version");
+  w.String(kServerVersion);
+  w.Key("extensions");
+  w.StartArray();
+  for (const char* e : {"binary_tensor_data", "statistics", "model_configuration",
+                        "model_repository"}) {
+    w.String(e);
+  }
+  w.EndArray();
+  w.EndObject();
+  return sb.GetString();
+}
+
+void Infer(ModelManager* manager, HttpRequest& req, std::string model, int64_t version,
+           HttpResponder& reply) {
+  std::optional<size_t> header_length;
+  if (const std::string* h = req.Header("inference-header-content-length")) {
+    auto parsed = ParseModelVersion(*h);  // same grammar: a positive decimal integer
+    if (!parsed.ok()) {
+      return reply(Json(400, JsonError("invalid Inference-Header-Content-Length '" +
+                                       h->substr(0, 32) + "'")));
+    }
+    header_length = static_cast<size_t>(*parsed);
+  }
+  auto decoded = DecodeHttpInferRequest(std::move(model), version, req.body, header_length);
+  if (!decoded.ok()) return reply(Error(decoded.status()));
+  manager->Infer(std::move(decoded->request),
+                 [reply = std::move(reply), options = std::move(decoded->output_options)](
+                     Status status, serving::InferenceResponse response) {
+                   if (!status.ok()) return reply(Error(status));
+                   auto encoded = EncodeHttpInferResponse(response, options);
+                   if (!encoded.ok()) return reply(Error(encoded.status()));
+                   HttpReply r;
+                   if (encoded->has_binary()) {
+                     r.content_type = "application/octet-stream";
+                     r.headers.emplace_back("Inference-Header-Content-Length",
+                                            std::to_string(encoded->json_length));
+                   }
+                   r.body = std::move(encoded->body);
+                   reply(std::move(r));
+                 });
+}
+
+void Route(ModelManager* manager, HttpRequest& req, HttpResponder& reply) {
+  const auto parts = SplitPath(req.path);
+  const bool get = req.method == "GET";
+  const bool post = req.method == "POST";
+  auto method_not_allowed = [&] {
+    reply(Json(405, JsonError("method " + req.method + " not allowed on " + req.path)));
+  };
+  if (parts.empty() || parts[0] != "v2") {
+    return reply(Json(404, JsonError("unknown path '" + req.path.substr(0, 256) + "'")));
+  }
+  if (parts.size() == 1) {
+    if (!get) return method_not_allowed();
+    return reply(Json(200, ServerMetadataJson()));
+  }
+  if (parts[1] == "health" && parts.size() == 3 && (parts[2] == "live" || parts[2] == "ready")) {
+    if (!get) return method_not_allowed();
+    bool ok = parts[2] == "live" ? manager->IsLive() : manager->IsReady();
+    return reply(Empty(ok ? 200 : 503));
+  }
+  if (parts[1] == "repository" && parts.size() == 3 && parts[2] == "index") {
+    if (!post) return method_not_allowed();
+    return reply(Json(200, IndexJson(manager->Index())));
+  }
+  if (parts[1] == "models") {
+    // /v2/models/stats
+    if (parts.size() == 3 && parts[2] == "stats") {
+      if (!get) return method_not_allowed();
+      return reply(Json(200, StatsJson(manager->GetStatistics())));
+    }
+    if (parts.size() >= 3) {
+      std::string model(parts[2]);
+      int64_t version = -1;
+      size_t next = 3;
+      if (parts.size() >= 5 && parts[3] == "versions") {
+        auto v = ParseModelVersion(parts[4]);
+        if (!v.ok()) return reply(Error(v.status()));
+        version = *v;
+        next = 5;
+      }
+      if (parts.size() == next) {
+        if (!get) return method_not_allowed();
+        auto md = manager->GetMetadata(model, version);
+        if (!md.ok()) return reply(Error(md.status()));
+        return reply(Json(200, MetadataJson(*md)));
+      }
+      if (parts.size() == next + 1) {
+        std::string_view action = parts[next];
+        if (action == "infer") {
+          if (!post) return method_not_allowed();
+          return Infer(manager, req, std::move(model), version, reply);
+        }
+        if (action == "ready") {
+          if (!get) return method_not_allowed();
+          if (manager->IsModelReady(model, version)) return reply(Empty(200));
+          auto md = manager->GetMetadata(model, version);
+          if (!md.ok() && md.status().code() == StatusCode::kNotFound) {
+            return reply(Error(md.status()));
+          }
+          return reply(Empty(503));
+        }
+        if (action == "config") {
+          if (!get) return method_not_allowed();
+          auto config = manager->GetConfigJson(model, version);
+          if (!config.ok()) return reply(Error(config.status()));
+          return reply(Json(200, std::move(*config)));
+        }
+        if (action == "stats") {
+          if (!get) return method_not_allowed();
+          auto stats = manager->GetStatistics(model, version);
+          if (stats.empty()) {
+            return reply(Error(NotFound("no statistics for model '{}'{}", model,
+                                        version > 0 ? fmt::format(" version {}", version) : "")));
+          }
+          return reply(Json(200, StatsJson(stats)));
+        }
+      }
+    }
+  }
+  reply(Json(404, JsonError("unknown path '" + req.path.substr(0, 256) + "'")));
+}
+
+}  // namespace
+
+HttpHandler MakeKServeHttpHandler(ModelManager* manager) {
+  return [manager](HttpRequest req, HttpResponder reply) { Route(manager, req, reply); };
+}
+
+HttpHandler MakeMetricsHttpHandler(ModelManager* manager) {
+  return [manager](HttpRequest req, HttpResponder reply) {
+    if (req.path != "/metrics") return reply(Json(404, JsonError("unknown path; try /metrics")));
+    if (req.method != "GET") return reply(Json(405, JsonError("use GET /metrics")));
+    auto process = ReadProcessStats();
+    HttpReply r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    r.body = RenderPrometheusMetrics(manager->GetStatistics(), process.ok() ? &*process : nullptr);
+    reply(std::move(r));
+  };
+}
+
+}  // namespace inferd::server

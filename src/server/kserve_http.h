@@ -1,0 +1,30 @@
+// KServe v2 REST routes on top of ModelManager, as HttpHandlers for HttpServer.
+//
+//   GET  /v2/health/live | /v2/health/ready            200, or 503 when not live/ready
+//   GET  /v2                                           server metadata
+//   GET  /v2/models/M[/versions/V]                     model metadata
+//   GET  /v2/models/M[/versions/V]/ready               200 ready, 503 not ready, 404 unknown
+//   GET  /v2/models/M[/versions/V]/config              effective config (Triton JSON)
+//   GET  /v2/models[/M[/versions/V]]/stats             Triton statistics JSON
+//   POST /v2/models/M[/versions/V]/infer               inference (JSON and binary extension)
+//   POST /v2/repository/index                          repository index (Triton extension)
+// Errors are {"error": "..."} with HttpStatusFor's codes; unknown paths 404, wrong method 405.
+#pragma once
+
+#include <string>
+
+#include "server/http_server.h"
+#include "serving/model_manager.h"
+
+namespace inferd::server {
+
+inline constexpr const char* kServerName = "inferd";
+inline constexpr const char* kServerVersion = "0.1.0";
+
+// `manager` must outlive every request the handler receives (stop the server first).
+HttpHandler MakeKServeHttpHandler(serving::ModelManager* manager);
+
+// GET /metrics: Prometheus text (metrics.h); anything else 404.
+HttpHandler MakeMetricsHttpHandler(serving::ModelManager* manager);
+
+}  // namespace inferd::server

@@ -1,0 +1,145 @@
+#include "tools/serve_command.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <cctype>
+#include <charconv>
+
+#include <spdlog/spdlog.h>
+
+#include "server/grpc_server.h"
+#include "server/http_server.h"
+#include "server/kserve_http.h"
+#include "serving/model_manager.h"
+
+namespace inferd::tools {
+
+CLI::App* AddServeSubcommand(CLI::App& app, ServeOptions* o) {
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "Serve a model repository over KServe v2 HTTP/gRPC with Prometheus metrics");
+  cmd->add_option("--model-repository", o->model_repository,
+                  "Triton-layout repository: DIR/<model>/[config.pbtxt] and "
+                  "DIR/<model>/<version>/model.onnx")
+      ->required();
+  cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--http-port", o->http_port, "HTTP port (0 = any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--grpc-port", o->grpc_port, "gRPC port (0 = any free port, -1 = off)")
+      ->check(CLI::Range(-1, 65535))
+      ->capture_default_str();
+  cmd->add_option("--metrics-port", o->metrics_port, "Metrics port (0 = any free port, -1 = off)")
+      ->check(CLI::Range(-1, 65535))
+      ->capture_default_str();
+  cmd->add_option("--max-request-bytes", o->max_request_bytes,
+                  "Largest HTTP body / gRPC message (e.g. 64MiB)")
+      ->capture_default_str();
+  cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn or error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
+  cmd->add_option("--http-threads", o->http_threads, "HTTP I/O threads")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--threads", o->threads, "Cores for inference (0 = all)")
+      ->check(CLI::NonNegativeNumber);
+  return cmd;
+}
+
+StatusOr<size_t> ParseByteSize(const std::string& text) {
+  uint64_t value = 0;
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr == text.data()) {
+    return InvalidArgument("invalid size '{}': expected e.g. 64MiB", text);
+  }
+  std::string unit(ptr, end);
+  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  uint64_t mult = 0;
+  if (unit.empty() || unit == "b") mult = 1;
+  else if (unit == "k" || unit == "kib") mult = uint64_t{1} << 10;
+  else if (unit == "kb") mult = 1000;
+  else if (unit == "m" || unit == "mib") mult = uint64_t{1} << 20;
+  else if (unit == "mb") mult = 1000 * 1000;
+  else if (unit == "g" || unit == "gib") mult = uint64_t{1} << 30;
+  else if (unit == "gb") mult = 1000 * 1000 * 1000;
+  else return InvalidArgument("invalid size unit in '{}': use B, KiB, MiB, GiB, KB, MB or GB", text);
+  if (value == 0 || value > (uint64_t{1} << 40) / mult) {
+    return InvalidArgument("size '{}' must be between 1 byte and 1 TiB", text);
+  }
+  return static_cast<size_t>(value * mult);
+}
+
+Status ServeCommand(const ServeOptions& o) {
+  spdlog::set_level(spdlog::level::from_str(o.log_level));
+  spdlog::flush_on(spdlog::level::trace);  // log lines are rare; tests and operators read them live
+  ASSIGN_OR_RETURN(size_t max_bytes, ParseByteSize(o.max_request_bytes));
+
+  // Block the signals before any thread starts, so every thread inherits the mask and only the
+  // sigwait below receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  serving::ModelManagerOptions mo;
+  mo.repository = o.model_repository;
+  mo.total_threads = o.threads;
+  ASSIGN_OR_RETURN(auto manager, serving::ModelManager::Create(mo));
+  spdlog::info("loading model repository {}", o.model_repository);
+  RETURN_IF_ERROR(manager->LoadRepository());
+  for (const auto& e : manager->Index()) {
+    if (e.state == "READY") {
+      spdlog::info("model '{}' version {} is READY", e.name, e.version);
+    } else {
+      spdlog::warn("model '{}'{} is {}: {}", e.name,
+                   e.version >= 0 ? fmt::format(" version {}", e.version) : "", e.state,
+                   e.reason);
+    }
+  }
+
+  const std::string url_host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
+  server::HttpServerOptions ho;
+  ho.host = o.host;
+  ho.port = static_cast<uint16_t>(o.http_port);
+  ho.io_threads = o.http_threads;
+  ho.max_request_bytes = max_bytes;
+  ASSIGN_OR_RETURN(auto http, server::HttpServer::Start(ho, server::MakeKServeHttpHandler(manager.get())));
+  spdlog::info("HTTP KServe v2 listening on http://{}:{}", url_host, http->port());
+
+  std::unique_ptr<server::GrpcServer> grpc;
+  if (o.grpc_port >= 0) {
+    server::GrpcServerOptions go;
+    go.host = o.host;
+    go.port = static_cast<uint16_t>(o.grpc_port);
+    go.max_message_bytes = max_bytes;
+    ASSIGN_OR_RETURN(grpc, server::GrpcServer::Start(go, manager.get()));
+    spdlog::info("gRPC KServe v2 listening on {}:{}", url_host, grpc->port());
+  }
+  std::unique_ptr<server::HttpServer> metrics;
+  if (o.metrics_port >= 0) {
+    server::HttpServerOptions mho;
+    mho.host = o.host;
+    mho.port = static_cast<uint16_t>(o.metrics_port);
+    mho.io_threads = 1;
+    mho.max_request_bytes = 64 * 1024;
+    ASSIGN_OR_RETURN(metrics,
+                     server::HttpServer::Start(mho, server::MakeMetricsHttpHandler(manager.get())));
+    spdlog::info("metrics listening on http://{}:{}/metrics", url_host, metrics->port());
+  }
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  // Frontends first (no new requests), then the manager drains its queues: callbacks of requests
+  // still queued post into the stopped servers, whose I/O contexts are still alive.
+  http->Stop();
+  if (metrics) metrics->Stop();
+  if (grpc) grpc->Stop();
+  manager.reset();
+  spdlog::info("stopped");
+  return Status::Ok();
+}
+
+}  // namespace inferd::tools

@@ -1,0 +1,37 @@
+// `inferd serve`: serve a Triton-layout model repository over KServe v2 HTTP and gRPC, with
+// Prometheus metrics, until SIGINT or SIGTERM.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "common/status.h"
+
+namespace inferd::tools {
+
+struct ServeOptions {
+  std::string model_repository;
+  std::string host = "127.0.0.1";
+  int http_port = 8000;     // 0 = any free port (the log line names it)
+  int grpc_port = 8001;     // 0 = any free port; -1 disables
+  int metrics_port = 8002;  // 0 = any free port; -1 disables
+  std::string max_request_bytes = "64MiB";  // HTTP body and gRPC message limit
+  std::string log_level = "info";           // trace, debug, info, warn, error
+  int http_threads = 2;                     // HTTP I/O threads
+  int threads = 0;                          // inference cores; 0 = all
+};
+
+// Registers the `serve` subcommand and its flags on `app`, filling `options` when parsed.
+CLI::App* AddServeSubcommand(CLI::App& app, ServeOptions* options);
+
+// Parses "64MiB", "1GB", "4096", "512KiB" (B, KB/KiB, MB/MiB, GB/GiB; K/M/G = binary).
+StatusOr<size_t> ParseByteSize(const std::string& text);
+
+// Loads the repository, starts the servers, logs their URLs, blocks until SIGINT/SIGTERM, then
+// stops the frontends, drains queued requests and returns. Fails if a port cannot be bound or the
+// repository cannot be read (models that fail to load are logged and skipped).
+Status ServeCommand(const ServeOptions& options);
+
+}  // namespace inferd::tools
