@@ -203,11 +203,16 @@ T Combine(T a, T b, Reduction red) {
     return red == Reduction::kAdd || red == Reduction::kMax ? (a || b) : (a && b);
   } else {
     switch (red) {
-      case Reduction::kNone: return b;
-      case Reduction::kAdd: return static_cast<T>(a + b);
-      case Reduction::kMul: return static_cast<T>(a * b);
-      case Reduction::kMax: return std::max(a, b);
-      case Reduction::kMin: return std::min(a, b);
+      case Reduction::kNone:
+        return b;
+      case Reduction::kAdd:
+        return static_cast<T>(a + b);
+      case Reduction::kMul:
+        return static_cast<T>(a * b);
+      case Reduction::kMax:
+        return std::max(a, b);
+      case Reduction::kMin:
+        return std::min(a, b);
     }
     return b;
   }

@@ -94,14 +94,30 @@ class CumSumKernel final : public OpKernel {
       });
     };
     switch (in.dtype()) {
-      case DataType::kFloat32: run(float{}, float{}); break;
-      case DataType::kFloat64: run(double{}, double{}); break;
-      case DataType::kInt32: run(int32_t{}, int32_t{}); break;
-      case DataType::kInt64: run(int64_t{}, int64_t{}); break;
-      case DataType::kUInt32: run(uint32_t{}, uint32_t{}); break;
-      case DataType::kUInt64: run(uint64_t{}, uint64_t{}); break;
-      case DataType::kFloat16: run(Float16{}, float{}); break;
-      case DataType::kBFloat16: run(BFloat16{}, float{}); break;
+      case DataType::kFloat32:
+        run(float{}, float{});
+        break;
+      case DataType::kFloat64:
+        run(double{}, double{});
+        break;
+      case DataType::kInt32:
+        run(int32_t{}, int32_t{});
+        break;
+      case DataType::kInt64:
+        run(int64_t{}, int64_t{});
+        break;
+      case DataType::kUInt32:
+        run(uint32_t{}, uint32_t{});
+        break;
+      case DataType::kUInt64:
+        run(uint64_t{}, uint64_t{});
+        break;
+      case DataType::kFloat16:
+        run(Float16{}, float{});
+        break;
+      case DataType::kBFloat16:
+        run(BFloat16{}, float{});
+        break;
       default:
         return InvalidArgument("CumSum does not support {}", DataTypeName(in.dtype()));
     }
@@ -184,8 +200,8 @@ class UniqueKernel final : public OpKernel {
     // Slice j's elements in (outer, inner) order compare lexicographically.
     auto less = [&](auto tag) {
       using T = decltype(tag);
-      using C = std::conditional_t<std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>,
-                                   float, T>;
+      using C =
+          std::conditional_t<std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>, float, T>;
       const T* p = x.data<T>();
       return [=](int64_t a, int64_t b) {
         for (int64_t o = 0; o < outer; ++o) {

@@ -1,10 +1,10 @@
-// Shape-only kernels (views of their input: Reshape, Squeeze, Unsqueeze, Flatten, Identity, Dropout)
-// and small tensor producers (Shape, Size, Constant, ConstantOfShape, Range, EyeLike).
+// Shape-only kernels (views of their input: Reshape, Squeeze, Unsqueeze, Flatten, Identity,
+// Dropout) and small tensor producers (Shape, Size, Constant, ConstantOfShape, Range, EyeLike).
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-
-#include <fmt/ranges.h>
 
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/register.h"
@@ -248,9 +248,10 @@ class ConstantKernel final : public OpKernel {
     } else if (const Attribute* a = n.FindAttribute("value_ints")) {
       value_ = Tensor::FromVector<int64_t>(a->ints, {static_cast<int64_t>(a->ints.size())});
     } else {
-      return Unimplemented("Constant {} has no supported value attribute (string and sparse "
-                           "values are not supported)",
-                           n.Describe());
+      return Unimplemented(
+          "Constant {} has no supported value attribute (string and sparse "
+          "values are not supported)",
+          n.Describe());
     }
     if (!value_.defined()) return InvalidArgument("Constant {} has an empty value", n.Describe());
     return Status::Ok();
@@ -310,8 +311,8 @@ class RangeKernel final : public OpKernel {
           using T = decltype(tag);
           T s = start.data<T>()[0], l = limit.data<T>()[0], d = delta.data<T>()[0];
           if (d == T(0)) return InvalidArgument("Range delta must not be zero");
-          double count = std::ceil((static_cast<double>(l) - static_cast<double>(s)) /
-                                   static_cast<double>(d));
+          double count =
+              std::ceil((static_cast<double>(l) - static_cast<double>(s)) / static_cast<double>(d));
           int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
           if (n > (int64_t{1} << 40)) return InvalidArgument("Range is too large ({})", n);
           Tensor* out = ctx.AllocateOutput(0, start.dtype(), {n});
@@ -320,9 +321,7 @@ class RangeKernel final : public OpKernel {
           for (int64_t i = 0; i < n; ++i, v = static_cast<T>(v + d)) o[i] = v;
           return Status::Ok();
         },
-        [&] {
-          return InvalidArgument("Range does not support {}", DataTypeName(start.dtype()));
-        });
+        [&] { return InvalidArgument("Range does not support {}", DataTypeName(start.dtype())); });
   }
 };
 

@@ -1,5 +1,5 @@
-// Tests for the shape and data-movement kernels: hand-checked small cases, comparisons against plain
-// reference implementations, and bad input (which must fail with a status, never crash).
+// Tests for the shape and data-movement kernels: hand-checked small cases, comparisons against
+// plain reference implementations, and bad input (which must fail with a status, never crash).
 #include <algorithm>
 #include <numeric>
 
@@ -134,8 +134,8 @@ TEST(TensorOps, ConcatAndSplit) {
 TEST(TensorOps, Slice) {
   Tensor x = Iota({3, 4});
   // Rows 1.., columns reversed with step -2.
-  Tensor y = Run1("Slice", {}, {x, I64({1, -1}), I64({INT64_MAX, INT64_MIN}), I64({0, 1}),
-                                I64({1, -2})});
+  Tensor y =
+      Run1("Slice", {}, {x, I64({1, -1}), I64({INT64_MAX, INT64_MIN}), I64({0, 1}), I64({1, -2})});
   ExpectTensorNear(y, F({7, 5, 11, 9}, {2, 2}));
   y = Run1("Slice", {{"starts", AttrInts({0})}, {"ends", AttrInts({2})}, {"axes", AttrInts({1})}},
            {x}, 9);
@@ -228,11 +228,12 @@ TEST(TensorOps, ShapeSizeConstants) {
   EXPECT_EQ(c.ToInt64Vector().value(), (std::vector<int64_t>{7, 7, 7, 7}));
   Tensor k = Run1("Constant", {{"value_ints", AttrInts({1, 2})}}, {});
   EXPECT_EQ(k.ToInt64Vector().value(), (std::vector<int64_t>{1, 2}));
-  ExpectTensorNear(Run1("Range", {}, {Tensor::Scalar<float>(1), Tensor::Scalar<float>(2),
-                                      Tensor::Scalar<float>(0.3f)}),
-                   F({1, 1.3f, 1.6f, 1.9f}, {4}));
-  ExpectFails("Range", {}, {Tensor::Scalar<int64_t>(1), Tensor::Scalar<int64_t>(5),
-                            Tensor::Scalar<int64_t>(0)});
+  ExpectTensorNear(
+      Run1("Range", {},
+           {Tensor::Scalar<float>(1), Tensor::Scalar<float>(2), Tensor::Scalar<float>(0.3f)}),
+      F({1, 1.3f, 1.6f, 1.9f}, {4}));
+  ExpectFails("Range", {},
+              {Tensor::Scalar<int64_t>(1), Tensor::Scalar<int64_t>(5), Tensor::Scalar<int64_t>(0)});
   ExpectTensorNear(Run1("EyeLike", {{"k", AttrInt(1)}}, {Iota({2, 3})}),
                    F({0, 1, 0, 0, 0, 1}, {2, 3}));
 }
@@ -319,11 +320,12 @@ TEST(TensorOps, ResizeNearestAndLinear) {
   ExpectTensorNear(y, F({1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}, {1, 1, 4, 4}));
   // half_pixel bilinear of a 2x2 upsampled to 4x4 (values from onnx's reference).
   y = Run1("Resize", {{"mode", AttrString("linear")}}, {x, none, scales});
-  ExpectTensorNear(y, F({1, 1.25f, 1.75f, 2, 1.5f, 1.75f, 2.25f, 2.5f, 2.5f, 2.75f, 3.25f, 3.5f,
-                         3, 3.25f, 3.75f, 4},
+  ExpectTensorNear(y, F({1, 1.25f, 1.75f, 2, 1.5f, 1.75f, 2.25f, 2.5f, 2.5f, 2.75f, 3.25f, 3.5f, 3,
+                         3.25f, 3.75f, 4},
                         {1, 1, 4, 4}));
-  y = Run1("Resize", {{"mode", AttrString("linear")},
-                      {"coordinate_transformation_mode", AttrString("align_corners")}},
+  y = Run1("Resize",
+           {{"mode", AttrString("linear")},
+            {"coordinate_transformation_mode", AttrString("align_corners")}},
            {x, none, none, I64({1, 1, 3, 3})});
   ExpectTensorNear(y, F({1, 1.5f, 2, 2, 2.5f, 3, 3, 3.5f, 4}, {1, 1, 3, 3}));
   y = Run1("Upsample", {{"scales", testing::AttrFloats({1, 1, 2, 1})}}, {x}, 7);

@@ -61,17 +61,26 @@ std::vector<Taps> AxisTaps(const ResizeParams& p, int64_t in, int64_t out, doubl
     const double x = static_cast<double>(o);
     double xo = 0;
     switch (p.coord) {
-      case Coord::kHalfPixel: xo = (x + 0.5) / scale - 0.5; break;
-      case Coord::kPytorchHalfPixel: xo = out_len > 1 ? (x + 0.5) / scale - 0.5 : -0.5; break;
+      case Coord::kHalfPixel:
+        xo = (x + 0.5) / scale - 0.5;
+        break;
+      case Coord::kPytorchHalfPixel:
+        xo = out_len > 1 ? (x + 0.5) / scale - 0.5 : -0.5;
+        break;
       case Coord::kAlignCorners:
         xo = out_len == 1 ? 0 : x * static_cast<double>(in - 1) / (out_len - 1);
         break;
-      case Coord::kAsymmetric: xo = x / scale; break;
-      case Coord::kTfHalfPixelForNn: xo = (x + 0.5) / scale; break;
+      case Coord::kAsymmetric:
+        xo = x / scale;
+        break;
+      case Coord::kTfHalfPixelForNn:
+        xo = (x + 0.5) / scale;
+        break;
       case Coord::kTfCropAndResize:
-        xo = out_len > 1 ? roi_start * static_cast<double>(in - 1) +
-                               x * (roi_end - roi_start) * static_cast<double>(in - 1) / (out_len - 1)
-                         : 0.5 * (roi_start + roi_end) * static_cast<double>(in - 1);
+        xo = out_len > 1
+                 ? roi_start * static_cast<double>(in - 1) +
+                       x * (roi_end - roi_start) * static_cast<double>(in - 1) / (out_len - 1)
+                 : 0.5 * (roi_start + roi_end) * static_cast<double>(in - 1);
         if (xo < 0 || xo > static_cast<double>(in - 1)) t.extrapolate = true;
         break;
     }
@@ -81,11 +90,21 @@ std::vector<Taps> AxisTaps(const ResizeParams& p, int64_t in, int64_t out, doubl
     if (p.mode == Mode::kNearest) {
       int64_t i;
       switch (p.nearest) {
-        case NearestMode::kRoundPreferFloor: i = ratio <= 0.5 ? fl : fl + 1; break;
-        case NearestMode::kRoundPreferCeil: i = ratio < 0.5 ? fl : fl + 1; break;
-        case NearestMode::kFloor: i = fl; break;
-        case NearestMode::kCeil: i = std::ceil(xo); break;
-        default: i = scale < 1 ? std::ceil(xo) : fl; break;  // kSimple
+        case NearestMode::kRoundPreferFloor:
+          i = ratio <= 0.5 ? fl : fl + 1;
+          break;
+        case NearestMode::kRoundPreferCeil:
+          i = ratio < 0.5 ? fl : fl + 1;
+          break;
+        case NearestMode::kFloor:
+          i = fl;
+          break;
+        case NearestMode::kCeil:
+          i = std::ceil(xo);
+          break;
+        default:
+          i = scale < 1 ? std::ceil(xo) : fl;
+          break;  // kSimple
       }
       t.n = 1;
       t.idx[0] = clamp(i);
@@ -332,7 +351,9 @@ class ResizeKernel final : public OpKernel {
       Tensor extra = Tensor::Allocate(in.dtype(), {});
       DispatchAll(
           in.dtype(),
-          [&](auto tag) { *extra.data<decltype(tag)>() = FromFloat<decltype(tag)>(p_.extrapolation); },
+          [&](auto tag) {
+            *extra.data<decltype(tag)>() = FromFloat<decltype(tag)>(p_.extrapolation);
+          },
           [] {});
       DispatchBySize(
           in.dtype(),
@@ -344,14 +365,30 @@ class ResizeKernel final : public OpKernel {
       return Status::Ok();
     }
     switch (in.dtype()) {
-      case DataType::kFloat32: Interpolate<float>(in, taps, p_.extrapolation, out); break;
-      case DataType::kFloat64: Interpolate<double>(in, taps, p_.extrapolation, out); break;
-      case DataType::kFloat16: Interpolate<Float16>(in, taps, p_.extrapolation, out); break;
-      case DataType::kBFloat16: Interpolate<BFloat16>(in, taps, p_.extrapolation, out); break;
-      case DataType::kInt8: Interpolate<int8_t>(in, taps, p_.extrapolation, out); break;
-      case DataType::kUInt8: Interpolate<uint8_t>(in, taps, p_.extrapolation, out); break;
-      case DataType::kInt32: Interpolate<int32_t>(in, taps, p_.extrapolation, out); break;
-      case DataType::kInt64: Interpolate<int64_t>(in, taps, p_.extrapolation, out); break;
+      case DataType::kFloat32:
+        Interpolate<float>(in, taps, p_.extrapolation, out);
+        break;
+      case DataType::kFloat64:
+        Interpolate<double>(in, taps, p_.extrapolation, out);
+        break;
+      case DataType::kFloat16:
+        Interpolate<Float16>(in, taps, p_.extrapolation, out);
+        break;
+      case DataType::kBFloat16:
+        Interpolate<BFloat16>(in, taps, p_.extrapolation, out);
+        break;
+      case DataType::kInt8:
+        Interpolate<int8_t>(in, taps, p_.extrapolation, out);
+        break;
+      case DataType::kUInt8:
+        Interpolate<uint8_t>(in, taps, p_.extrapolation, out);
+        break;
+      case DataType::kInt32:
+        Interpolate<int32_t>(in, taps, p_.extrapolation, out);
+        break;
+      case DataType::kInt64:
+        Interpolate<int64_t>(in, taps, p_.extrapolation, out);
+        break;
       default:
         return InvalidArgument("Resize {} does not support {}", "linear/cubic",
                                DataTypeName(in.dtype()));

@@ -94,8 +94,8 @@ class SliceKernel final : public OpKernel {
 
 // Copies `block` bytes of each of `outer` rows of `src` (row pitch `src_pitch`) into `dst`
 // (row pitch `dst_pitch`).
-void CopyRows(const uint8_t* src, int64_t src_pitch, uint8_t* dst, int64_t dst_pitch,
-              int64_t outer, int64_t block) {
+void CopyRows(const uint8_t* src, int64_t src_pitch, uint8_t* dst, int64_t dst_pitch, int64_t outer,
+              int64_t block) {
   if (block == 0) return;
   ParallelFor(outer, std::max<int64_t>(1, (1 << 16) / block), [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o) std::memcpy(dst + o * dst_pitch, src + o * src_pitch, block);
@@ -183,8 +183,8 @@ class SplitKernel final : public OpKernel {
     const int64_t dim = in.dim(axis);
     if (split.empty()) {
       if (num == 0 || dim % num != 0) {
-        return InvalidArgument("Split: dim {} of size {} cannot be split into {} equal parts",
-                               axis, dim, num);
+        return InvalidArgument("Split: dim {} of size {} cannot be split into {} equal parts", axis,
+                               dim, num);
       }
       split.assign(num, dim / num);
     }
@@ -260,7 +260,8 @@ class PadKernel final : public OpKernel {
       }
     } else {
       DispatchAll(
-          in.dtype(), [&](auto tag) { *value.data<decltype(tag)>() = FromFloat<decltype(tag)>(value_attr_); },
+          in.dtype(),
+          [&](auto tag) { *value.data<decltype(tag)>() = FromFloat<decltype(tag)>(value_attr_); },
           [] {});
     }
     if (static_cast<int64_t>(pads.size()) != 2 * r) {
@@ -360,7 +361,8 @@ class ExpandKernel final : public OpKernel {
   }
 };
 
-// Tile: the output viewed as [r0, d0, r1, d1, ...] reads the input with strides [0, s0, 0, s1, ...].
+// Tile: the output viewed as [r0, d0, r1, d1, ...] reads the input with strides [0, s0, 0, s1,
+// ...].
 class TileKernel final : public OpKernel {
  public:
   Status Compute(KernelContext& ctx) const override {

@@ -1,5 +1,6 @@
 // Helpers shared by the shape and data-movement kernels (tensor_*.cc), and the registration
-// functions of those files. RegisterTensorKernels (tensor_ops.cc) calls every Register*Kernels here.
+// functions of those files. RegisterTensorKernels (tensor_ops.cc) calls every Register*Kernels
+// here.
 #pragma once
 
 #include <cstdint>
@@ -13,9 +14,9 @@ namespace inferd::cpu {
 
 void RegisterTransposeKernels(KernelRegistry& r);  // tensor_transpose.cc: Transpose, DepthToSpace..
 void RegisterSliceKernels(KernelRegistry& r);      // tensor_slice.cc: Slice, Concat, Split, Pad ...
-void RegisterGatherKernels(KernelRegistry& r);     // tensor_gather.cc: Gather*, Scatter*, OneHot ...
-void RegisterResizeKernels(KernelRegistry& r);     // tensor_resize.cc: Resize, Upsample
-void RegisterTensorMiscKernels(KernelRegistry& r); // tensor_misc.cc: Trilu, CumSum, Unique ...
+void RegisterGatherKernels(KernelRegistry& r);  // tensor_gather.cc: Gather*, Scatter*, OneHot ...
+void RegisterResizeKernels(KernelRegistry& r);  // tensor_resize.cc: Resize, Upsample
+void RegisterTensorMiscKernels(KernelRegistry& r);  // tensor_misc.cc: Trilu, CumSum, Unique ...
 
 // Copies a strided view of `in` into the dense tensor `out` (same dtype):
 //   out[i0, ..., ik] = in[in_offset + sum_d i_d * in_strides[d]]
