@@ -19,13 +19,16 @@ C Softplus(C a) {
   return a > C(0) ? a + std::log1p(std::exp(-a)) : std::log1p(std::exp(a));
 }
 
-INFERD_SIMPLE_UNARY(Sigmoid, TypeClass::kFloat, Sigmoid(a))
-INFERD_SIMPLE_UNARY(Tanh, TypeClass::kFloat, std::tanh(a))
+INFERD_SIMPLE_UNARY_EXTRA(Sigmoid, TypeClass::kFloat, Sigmoid(a),
+                          INFERD_DNNL_ALG(EltwiseAlg::kLogistic))
+INFERD_SIMPLE_UNARY_EXTRA(Tanh, TypeClass::kFloat, std::tanh(a),
+                          INFERD_DNNL_ALG(EltwiseAlg::kTanh))
 INFERD_SIMPLE_UNARY(Softplus, TypeClass::kFloat, Softplus(a))
 INFERD_SIMPLE_UNARY(Softsign, TypeClass::kFloat, a / (C(1) + std::fabs(a)))
 INFERD_SIMPLE_UNARY(HardSwish, TypeClass::kFloat,
                     a * std::max(C(0), std::min(C(1), a / C(6) + C(0.5))))
-INFERD_SIMPLE_UNARY(Mish, TypeClass::kFloat, a * std::tanh(Softplus(a)))
+INFERD_SIMPLE_UNARY_EXTRA(Mish, TypeClass::kFloat, a * std::tanh(Softplus(a)),
+                          INFERD_DNNL_ALG(EltwiseAlg::kMish))
 // Relu accepts signed integers from opset 14.
 INFERD_SIMPLE_UNARY(Relu, TypeClass::kSignedNumeric, a > C(0) ? a : C(0))
 
@@ -47,11 +50,27 @@ INFERD_SIMPLE_UNARY(Relu, TypeClass::kSignedNumeric, a > C(0) ? a : C(0))
     }                                                    \
   };
 INFERD_ALPHA_UNARY(LeakyRelu, 0.01f, a < C(0) ? alpha * a : a)
-INFERD_ALPHA_UNARY(Elu, 1.0f, a < C(0) ? alpha * (std::exp(a) - C(1)) : a)
 INFERD_ALPHA_UNARY(Celu, 1.0f,
                    std::max(C(0), a) + std::min(C(0), alpha * (std::exp(a / alpha) - C(1))))
 INFERD_ALPHA_UNARY(ThresholdedRelu, 1.0f, a > alpha ? a : C(0))
 #undef INFERD_ALPHA_UNARY
+
+struct EluOp : UnaryOpBase {
+  static constexpr const char* kName = "Elu";
+  static constexpr TypeClass kTypes = TypeClass::kFloat;
+  float alpha = 1.0f;
+  Status Init(const Node& node) {
+    alpha = node.GetFloat("alpha", alpha);
+    return Status::Ok();
+  }
+  std::tuple<EltwiseAlg, float, float> Dnnl() const { return {EltwiseAlg::kElu, alpha, 0.f}; }
+  template <typename T>
+  T Apply(T x) const {
+    using C = ComputeT<T>;
+    C a = Up(x), al = static_cast<C>(alpha);
+    return Down<T>(a < C(0) ? al * (std::exp(a) - C(1)) : a);
+  }
+};
 
 struct SeluOp : UnaryOpBase {
   static constexpr const char* kName = "Selu";

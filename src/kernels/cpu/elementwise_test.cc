@@ -388,6 +388,18 @@ TEST(ElementwiseUnary, EdgeValues) {
   ExpectTensorNear((*sp)[0], Vec<float>({0.f, 1000.f}));
 }
 
+TEST(ElementwiseUnary, MishOpset18) {
+  // Large enough for the oneDNN path and small for the portable loop.
+  for (int64_t n : {int64_t{7}, int64_t{5000}}) {
+    Tensor x = MakeTensor(kF32, {n}, -6, 6, 4);
+    auto out = RunNode("Mish", {}, {x}, 1, 18);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ExpectTensorNear((*out)[0], RefNary({x}, kF32, [](const auto& v) {
+                       return v[0] * std::tanh(Softplus(v[0]));
+                     }), 1e-5, 1e-6);
+  }
+}
+
 TEST(ElementwiseUnary, ClipAcrossOpsets) {
   Tensor x = Vec<float>({-3.f, -1.f, 0.f, 2.f, 5.f});
   auto v6 = RunNode("Clip", {{"min", AttrFloat(-1.5f)}, {"max", AttrFloat(2.5f)}}, {x}, 1, 6);

@@ -12,9 +12,12 @@ INFERD_SIMPLE_UNARY(Floor, TypeClass::kFloat, std::floor(a))
 INFERD_SIMPLE_UNARY(Ceil, TypeClass::kFloat, std::ceil(a))
 // nearbyint in the default rounding mode rounds half to even, as the spec requires.
 INFERD_SIMPLE_UNARY(Round, TypeClass::kFloat, std::nearbyint(a))
-INFERD_SIMPLE_UNARY(Sqrt, TypeClass::kFloat, std::sqrt(a))
-INFERD_SIMPLE_UNARY(Exp, TypeClass::kFloat, std::exp(a))
-INFERD_SIMPLE_UNARY(Log, TypeClass::kFloat, std::log(a))
+INFERD_SIMPLE_UNARY_EXTRA(Sqrt, TypeClass::kFloat, std::sqrt(a),
+                          INFERD_DNNL_ALG(EltwiseAlg::kSqrt))
+INFERD_SIMPLE_UNARY_EXTRA(Exp, TypeClass::kFloat, std::exp(a),
+                          INFERD_DNNL_ALG(EltwiseAlg::kExp))
+INFERD_SIMPLE_UNARY_EXTRA(Log, TypeClass::kFloat, std::log(a),
+                          INFERD_DNNL_ALG(EltwiseAlg::kLog))
 INFERD_SIMPLE_UNARY(Sin, TypeClass::kFloat, std::sin(a))
 INFERD_SIMPLE_UNARY(Cos, TypeClass::kFloat, std::cos(a))
 INFERD_SIMPLE_UNARY(Tan, TypeClass::kFloat, std::tan(a))

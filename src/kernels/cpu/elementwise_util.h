@@ -219,6 +219,13 @@ StatusOr<T> ReadScalar(const Tensor& t, const char* what) {
   return *t.data<T>();
 }
 
+// Transcendental float32 ops run on oneDNN's JIT eltwise kernels (vectorized exp/tanh/log) when
+// the tensor is large enough to amortize primitive lookup.
+enum class EltwiseAlg { kExp, kLogistic, kTanh, kLog, kSqrt, kMish, kElu };
+inline constexpr int64_t kDnnlEltwiseMin = 4096;
+// out[i] = alg(in[i]) for n floats; false if oneDNN refused (the caller then loops itself).
+bool DnnlEltwise(EltwiseAlg alg, float alpha, float beta, const float* in, float* out, int64_t n);
+
 // Registration of the element-wise families (called by RegisterElementwiseKernels).
 void RegisterBinaryKernels(KernelRegistry& r);    // elementwise_binary.cc
 void RegisterVariadicKernels(KernelRegistry& r);  // elementwise_variadic.cc (+ Where, PRelu)
