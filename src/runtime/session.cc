@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "optimizer/pipeline.h"
+
 namespace inferd {
 
 StatusOr<std::unique_ptr<Session>> Session::Create(const std::filesystem::path& model_path,
@@ -20,6 +22,7 @@ StatusOr<std::unique_ptr<Session>> Session::Create(Model model, const SessionOpt
   }
   std::unique_ptr<Session> s(new Session());
   s->model_ = std::make_unique<Model>(std::move(model));
+  RETURN_IF_ERROR(Optimize(*s->model_, options.optimization_level));
   s->num_threads_ = options.num_threads > 0
                         ? options.num_threads
                         : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));

@@ -19,6 +19,7 @@
 
 #include "graph/graph.h"
 #include "graph/onnx_io.h"
+#include "optimizer/optimization_level.h"
 #include "runtime/graph_executor.h"
 
 namespace inferd {
@@ -27,6 +28,8 @@ struct SessionOptions {
   // Intra-op threads; 0 means all cores of the machine.
   int num_threads = 0;
   ImportOptions import;
+  // Graph optimizations applied before the model is planned (see src/optimizer/pipeline.h).
+  OptimizationLevel optimization_level = OptimizationLevel::kBasic;
 };
 
 class Session {

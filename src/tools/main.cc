@@ -9,7 +9,9 @@
 
 #include "common/status.h"
 #include "tools/inspect_command.h"
+#include "tools/optimize_command.h"
 #include "tools/run_command.h"
+#include "tools/serve_command.h"
 
 namespace {
 
@@ -53,10 +55,23 @@ int Main(int argc, char** argv) {
                  "unsupported ops");
   inspect_cmd->add_option("model", inspect_model, "Model file (.onnx)")->required();
 
+  inferd::tools::OptimizeOptions optimize;
+  std::string optimize_in, optimize_out;
+  CLI::App* optimize_cmd = app.add_subcommand(
+      "optimize", "Optimize a model's graph and write it as ONNX");
+  optimize_cmd->add_option("model", optimize_in, "Model file (.onnx)")->required();
+  optimize_cmd->add_option("--output,-o", optimize_out, "Where to write the optimized model")
+      ->required();
+  optimize_cmd->add_option("--level,-l", optimize.level,
+                           "Optimization level: none, basic, extended or all (default basic)");
+  optimize_cmd->add_flag("--report", optimize.report,
+                         "Print each pass and how many times it fired");
+
+  inferd::tools::ServeOptions serve;
+  CLI::App* serve_cmd = inferd::tools::AddServeSubcommand(app, &serve);
+
   // Registered so `inferd --help` shows the planned interface; each exits with an error for now.
   const char* planned[][2] = {
-      {"serve", "Serve a model repository over KServe v2 HTTP/gRPC (not implemented yet)"},
-      {"optimize", "Optimize a model and write it as ONNX (not implemented yet)"},
       {"quantize", "Quantize a model to int8/bf16/fp16/int4 (not implemented yet)"},
       {"bench", "Measure latency and throughput (not implemented yet)"},
   };
@@ -89,6 +104,12 @@ int Main(int argc, char** argv) {
     run.output_dir = run_output_dir;
     return Report(inferd::tools::RunModelCommand(run, std::cout, std::cerr));
   }
+  if (optimize_cmd->parsed()) {
+    optimize.input = optimize_in;
+    optimize.output = optimize_out;
+    return Report(inferd::tools::OptimizeModelCommand(optimize, std::cout));
+  }
+  if (serve_cmd->parsed()) return Report(inferd::tools::ServeCommand(serve));
   if (inspect_cmd->parsed()) {
     return Report(inferd::tools::InspectModelCommand(inspect_model, std::cout));
   }

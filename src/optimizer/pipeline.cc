@@ -1,0 +1,84 @@
+#include "optimizer/pipeline.h"
+
+#include <fmt/format.h>
+
+#include "optimizer/common_subexpression_elimination.h"
+#include "optimizer/constant_folding.h"
+#include "optimizer/conv_bn_fusion.h"
+#include "optimizer/conv_mul_add_fusion.h"
+#include "optimizer/dead_node_elimination.h"
+#include "optimizer/matmul_add_fusion.h"
+#include "optimizer/noop_elimination.h"
+
+namespace inferd {
+namespace {
+
+// A round rarely enables more than one further round (a fold exposing a no-op, a no-op exposing
+// a fusion); the bound only guards against passes undoing each other.
+constexpr int kMaxRounds = 8;
+
+}  // namespace
+
+std::vector<std::unique_ptr<GraphPass>> BuildPipeline(const Model& model,
+                                                      OptimizationLevel level) {
+  std::vector<std::unique_ptr<GraphPass>> passes;
+  if (level == OptimizationLevel::kNone) return passes;
+  // Basic level.
+  // 1. Constant folding first: it turns Constant nodes and constant subexpressions (weights
+  //    transposed or reshaped in the graph, shape arithmetic) into initializers, and every fusion
+  //    below only fires on initializer weights.
+  passes.push_back(std::make_unique<ConstantFolding>(model.opsets));
+  // 2. No-op elimination after folding (a folded shape makes a Reshape recognisably a no-op) and
+  //    before the fusions (Conv → Identity → BatchNormalization becomes adjacent).
+  passes.push_back(std::make_unique<NoOpElimination>());
+  // 3. CSE before the fusions: two identical readers of a Conv output would each block the
+  //    single-consumer condition of a fusion; merged, the fusion fires.
+  passes.push_back(std::make_unique<CommonSubexpressionElimination>());
+  // 4. Conv+BN before Conv+Mul/Add: both rewrite the same Conv and BN is the common case; the
+  //    Mul/Add folding then absorbs what follows the folded BN.
+  passes.push_back(std::make_unique<ConvBnFusion>());
+  passes.push_back(std::make_unique<ConvMulAddFusion>());
+  passes.push_back(std::make_unique<MatMulAddFusion>());
+  // 5. Dead-node elimination last: it drops what the passes above disconnected (replaced nodes,
+  //    original weights of folded Convs, inputs of folded constants).
+  passes.push_back(std::make_unique<DeadNodeElimination>());
+  // Extended level: fusions into ai.inferd ops (post-op activations, GELU, LayerNorm, attention)
+  // go here, after the basic passes that normalise the graph for them. None yet.
+  // All level: layout propagation goes here, last, on the fused graph. None yet.
+  return passes;
+}
+
+Status Optimize(Model& model, OptimizationLevel level, OptimizationReport* report) {
+  OptimizationReport local;
+  OptimizationReport& r = report ? *report : local;
+  r = OptimizationReport();
+  r.level = level;
+  r.nodes_before = model.graph.nodes.size();
+  std::vector<std::unique_ptr<GraphPass>> passes = BuildPipeline(model, level);
+  for (const auto& p : passes) r.passes.push_back({std::string(p->Name()), 0});
+  bool changed = !passes.empty();
+  while (changed && r.rounds < kMaxRounds) {
+    changed = false;
+    ++r.rounds;
+    for (size_t i = 0; i < passes.size(); ++i) {
+      StatusOr<int> fired = passes[i]->Run(model.graph);
+      if (!fired.ok()) {
+        return fired.status().WithContext(fmt::format("optimizer pass {}", passes[i]->Name()));
+      }
+      r.passes[i].fired += *fired;
+      changed = changed || *fired > 0;
+    }
+  }
+  r.nodes_after = model.graph.nodes.size();
+  return Status::Ok();
+}
+
+std::string OptimizationReport::ToString() const {
+  std::string s;
+  for (const auto& p : passes) s += fmt::format("{}: {}\n", p.pass, p.fired);
+  s += fmt::format("level {}: {} rounds, nodes {} -> {}\n", OptimizationLevelName(level), rounds,
+                   nodes_before, nodes_after);
+  return s;
+}
+
+}  // namespace inferd
