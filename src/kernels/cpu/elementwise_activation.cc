@@ -21,37 +21,36 @@ C Softplus(C a) {
 
 INFERD_SIMPLE_UNARY_EXTRA(Sigmoid, TypeClass::kFloat, Sigmoid(a),
                           INFERD_DNNL_ALG(EltwiseAlg::kLogistic))
-INFERD_SIMPLE_UNARY_EXTRA(Tanh, TypeClass::kFloat, std::tanh(a),
-                          INFERD_DNNL_ALG(EltwiseAlg::kTanh))
+INFERD_SIMPLE_UNARY_EXTRA(Tanh, TypeClass::kFloat, std::tanh(a), INFERD_DNNL_ALG(EltwiseAlg::kTanh))
 INFERD_SIMPLE_UNARY(Softplus, TypeClass::kFloat, Softplus(a))
 INFERD_SIMPLE_UNARY(Softsign, TypeClass::kFloat, a / (C(1) + std::fabs(a)))
 INFERD_SIMPLE_UNARY(HardSwish, TypeClass::kFloat,
-                    a * std::max(C(0), std::min(C(1), a / C(6) + C(0.5))))
-INFERD_SIMPLE_UNARY_EXTRA(Mish, TypeClass::kFloat, a * std::tanh(Softplus(a)),
+                    a* std::max(C(0), std::min(C(1), a / C(6) + C(0.5))))
+INFERD_SIMPLE_UNARY_EXTRA(Mish, TypeClass::kFloat, a* std::tanh(Softplus(a)),
                           INFERD_DNNL_ALG(EltwiseAlg::kMish))
 // Relu accepts signed integers from opset 14.
 INFERD_SIMPLE_UNARY(Relu, TypeClass::kSignedNumeric, a > C(0) ? a : C(0))
 
 // One float attribute `alpha` (with a default) used as C(alpha) by `expr`.
-#define INFERD_ALPHA_UNARY(Name, default_alpha, expr)    \
-  struct Name##Op : UnaryOpBase {                        \
-    static constexpr const char* kName = #Name;          \
+#define INFERD_ALPHA_UNARY(Name, default_alpha, expr)      \
+  struct Name##Op : UnaryOpBase {                          \
+    static constexpr const char* kName = #Name;            \
     static constexpr TypeClass kTypes = TypeClass::kFloat; \
-    float alpha_attr = default_alpha;                    \
-    Status Init(const Node& node) {                      \
-      alpha_attr = node.GetFloat("alpha", default_alpha); \
-      return Status::Ok();                               \
-    }                                                    \
-    template <typename T>                                \
-    T Apply(T x) const {                                 \
-      using C = ComputeT<T>;                             \
-      C a = Up(x), alpha = static_cast<C>(alpha_attr);   \
-      return Down<T>(expr);                              \
-    }                                                    \
+    float alpha_attr = default_alpha;                      \
+    Status Init(const Node& node) {                        \
+      alpha_attr = node.GetFloat("alpha", default_alpha);  \
+      return Status::Ok();                                 \
+    }                                                      \
+    template <typename T>                                  \
+    T Apply(T x) const {                                   \
+      using C = ComputeT<T>;                               \
+      C a = Up(x), alpha = static_cast<C>(alpha_attr);     \
+      return Down<T>(expr);                                \
+    }                                                      \
   };
 INFERD_ALPHA_UNARY(LeakyRelu, 0.01f, a < C(0) ? alpha * a : a)
 INFERD_ALPHA_UNARY(Celu, 1.0f,
-                   std::max(C(0), a) + std::min(C(0), alpha * (std::exp(a / alpha) - C(1))))
+                   std::max(C(0), a) + std::min(C(0), alpha*(std::exp(a / alpha) - C(1))))
 INFERD_ALPHA_UNARY(ThresholdedRelu, 1.0f, a > alpha ? a : C(0))
 #undef INFERD_ALPHA_UNARY
 

@@ -20,46 +20,46 @@ template <typename T>
 using Bool = bool;
 
 // Arithmetic done in ComputeT<T> and rounded back to T.
-#define INFERD_ARITH_OP(Name, Types, expr)                       \
-  struct Name##Op : OpBase {                                     \
-    static constexpr const char* kName = #Name;                  \
-    static constexpr TypeClass kTypes = Types;                   \
-    template <typename T>                                        \
-    using Out = T;                                               \
-    template <typename T>                                        \
-    T Apply(T x, T y) const {                                    \
-      using C = ComputeT<T>;                                     \
-      C a = Up(x), b = Up(y);                                    \
-      return Down<T>(expr);                                      \
-    }                                                            \
+#define INFERD_ARITH_OP(Name, Types, expr)      \
+  struct Name##Op : OpBase {                    \
+    static constexpr const char* kName = #Name; \
+    static constexpr TypeClass kTypes = Types;  \
+    template <typename T>                       \
+    using Out = T;                              \
+    template <typename T>                       \
+    T Apply(T x, T y) const {                   \
+      using C = ComputeT<T>;                    \
+      C a = Up(x), b = Up(y);                   \
+      return Down<T>(expr);                     \
+    }                                           \
   };
 INFERD_ARITH_OP(Add, TypeClass::kNumeric, a + b)
 INFERD_ARITH_OP(Sub, TypeClass::kNumeric, a - b)
-INFERD_ARITH_OP(Mul, TypeClass::kNumeric, a * b)
-INFERD_ARITH_OP(BitwiseAnd, TypeClass::kInteger, a & b)
+INFERD_ARITH_OP(Mul, TypeClass::kNumeric, a* b)
+INFERD_ARITH_OP(BitwiseAnd, TypeClass::kInteger, a& b)
 INFERD_ARITH_OP(BitwiseOr, TypeClass::kInteger, a | b)
 INFERD_ARITH_OP(BitwiseXor, TypeClass::kInteger, a ^ b)
 #undef INFERD_ARITH_OP
 
-#define INFERD_COMPARE_OP(Name, Types, expr)                     \
-  struct Name##Op : OpBase {                                     \
-    static constexpr const char* kName = #Name;                  \
-    static constexpr TypeClass kTypes = Types;                   \
-    template <typename T>                                        \
-    using Out = bool;                                            \
-    template <typename T>                                        \
-    bool Apply(T x, T y) const {                                 \
-      auto a = Up(x);                                            \
-      auto b = Up(y);                                            \
-      return expr;                                               \
-    }                                                            \
+#define INFERD_COMPARE_OP(Name, Types, expr)    \
+  struct Name##Op : OpBase {                    \
+    static constexpr const char* kName = #Name; \
+    static constexpr TypeClass kTypes = Types;  \
+    template <typename T>                       \
+    using Out = bool;                           \
+    template <typename T>                       \
+    bool Apply(T x, T y) const {                \
+      auto a = Up(x);                           \
+      auto b = Up(y);                           \
+      return expr;                              \
+    }                                           \
   };
 INFERD_COMPARE_OP(Equal, TypeClass::kAll, a == b)
 INFERD_COMPARE_OP(Less, TypeClass::kNumeric, a < b)
 INFERD_COMPARE_OP(LessOrEqual, TypeClass::kNumeric, a <= b)
 INFERD_COMPARE_OP(Greater, TypeClass::kNumeric, a > b)
 INFERD_COMPARE_OP(GreaterOrEqual, TypeClass::kNumeric, a >= b)
-INFERD_COMPARE_OP(And, TypeClass::kBool, a && b)
+INFERD_COMPARE_OP(And, TypeClass::kBool, a&& b)
 INFERD_COMPARE_OP(Or, TypeClass::kBool, a || b)
 INFERD_COMPARE_OP(Xor, TypeClass::kBool, a != b)
 #undef INFERD_COMPARE_OP
@@ -135,7 +135,8 @@ struct BitShiftOp {
   }
   template <typename T>
   T Apply(T x, T y) const {
-    if (static_cast<uint64_t>(y) >= sizeof(T) * 8) return T(0);  // shifting all bits out (and no UB)
+    if (static_cast<uint64_t>(y) >= sizeof(T) * 8)
+      return T(0);  // shifting all bits out (and no UB)
     return static_cast<T>(left ? x << y : x >> y);
   }
 };

@@ -25,8 +25,7 @@ Status CastTensor(const Tensor& in, DataType to, KernelContext& ctx) {
     using S = decltype(src_tag);
     return DispatchClass<TypeClass::kAll>(to, "Cast", [&](auto dst_tag) -> Status {
       using D = decltype(dst_tag);
-      UnaryMap(in.data<S>(), out->data<D>(), in.NumElements(),
-               [](S v) { return Convert<D>(v); });
+      UnaryMap(in.data<S>(), out->data<D>(), in.NumElements(), [](S v) { return Convert<D>(v); });
       return Status::Ok();
     });
   });

@@ -8,26 +8,32 @@ namespace {
 
 dnnl::algorithm ToAlgorithm(EltwiseAlg alg) {
   switch (alg) {
-    case EltwiseAlg::kExp: return dnnl::algorithm::eltwise_exp;
-    case EltwiseAlg::kLogistic: return dnnl::algorithm::eltwise_logistic;
-    case EltwiseAlg::kTanh: return dnnl::algorithm::eltwise_tanh;
-    case EltwiseAlg::kLog: return dnnl::algorithm::eltwise_log;
-    case EltwiseAlg::kSqrt: return dnnl::algorithm::eltwise_sqrt;
-    case EltwiseAlg::kMish: return dnnl::algorithm::eltwise_mish;
-    case EltwiseAlg::kElu: return dnnl::algorithm::eltwise_elu;
+    case EltwiseAlg::kExp:
+      return dnnl::algorithm::eltwise_exp;
+    case EltwiseAlg::kLogistic:
+      return dnnl::algorithm::eltwise_logistic;
+    case EltwiseAlg::kTanh:
+      return dnnl::algorithm::eltwise_tanh;
+    case EltwiseAlg::kLog:
+      return dnnl::algorithm::eltwise_log;
+    case EltwiseAlg::kSqrt:
+      return dnnl::algorithm::eltwise_sqrt;
+    case EltwiseAlg::kMish:
+      return dnnl::algorithm::eltwise_mish;
+    case EltwiseAlg::kElu:
+      return dnnl::algorithm::eltwise_elu;
   }
   return dnnl::algorithm::undef;
 }
 
 }  // namespace
 
-bool DnnlEltwise(EltwiseAlg alg, float alpha, float beta, const float* in, float* out,
-                 int64_t n) {
+bool DnnlEltwise(EltwiseAlg alg, float alpha, float beta, const float* in, float* out, int64_t n) {
   try {
     dnnl::engine& eng = DnnlEngine();
     dnnl::memory::desc md({n}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a);
-    dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, ToAlgorithm(alg), md,
-                                  alpha, beta);
+    dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, ToAlgorithm(alg), md, alpha,
+                                  beta);
     dnnl::eltwise_forward::primitive_desc pd(d, eng);
     // oneDNN's primitive cache makes re-creating the primitive for a seen size cheap.
     dnnl::eltwise_forward prim(pd);

@@ -138,7 +138,11 @@ double PyMod(double a, double b) {
 
 TEST(ElementwiseBinary, MatchesReference) {
   const std::vector<BinaryCase> cases = {
-      {"Add", [](double a, double b) { return a + b; }, {kF32, kF64, kF16, kBF16, kI8, kI32, kI64, kU8}, -50, 50},
+      {"Add",
+       [](double a, double b) { return a + b; },
+       {kF32, kF64, kF16, kBF16, kI8, kI32, kI64, kU8},
+       -50,
+       50},
       {"Sub", [](double a, double b) { return a - b; }, {kF32, kF64, kI32, kI64}, -50, 50},
       {"Mul", [](double a, double b) { return a * b; }, {kF32, kF16, kI32, kU64}, 0, 10},
       {"Div", [](double a, double b) { return a / b; }, {kF32, kF64}, 1, 10},
@@ -179,8 +183,9 @@ TEST(ElementwiseBinary, MatchesReference) {
 }
 
 TEST(ElementwiseBinary, IntegerDivisionAndMod) {
-  auto div = RunNode("Div", {}, {Vec<int32_t>({-7, 7, -7, 7, 5, INT32_MIN}),
-                                 Vec<int32_t>({2, 2, -2, -2, 0, -1})}, 1);
+  auto div =
+      RunNode("Div", {},
+              {Vec<int32_t>({-7, 7, -7, 7, 5, INT32_MIN}), Vec<int32_t>({2, 2, -2, -2, 0, -1})}, 1);
   ASSERT_TRUE(div.ok()) << div.status().ToString();
   // Truncation toward zero; x/0 gives 0 instead of trapping; MIN/-1 wraps.
   ExpectTensorNear((*div)[0], Vec<int32_t>({-3, 3, 3, -3, 0, INT32_MIN}));
@@ -192,8 +197,8 @@ TEST(ElementwiseBinary, IntegerDivisionAndMod) {
                       {Vec<float>({-4.5f, 7.f, 5.5f}), Vec<float>({3.f, -3.f, 2.f})}, 1);
   ASSERT_TRUE(fmod.ok());
   ExpectTensorNear((*fmod)[0], Vec<float>({-1.5f, 1.f, 1.5f}));
-  auto ifmod = RunNode("Mod", {{"fmod", AttrInt(1)}},
-                       {Vec<int32_t>({-4, 7}), Vec<int32_t>({3, -3})}, 1);
+  auto ifmod =
+      RunNode("Mod", {{"fmod", AttrInt(1)}}, {Vec<int32_t>({-4, 7}), Vec<int32_t>({3, -3})}, 1);
   ASSERT_TRUE(ifmod.ok());
   ExpectTensorNear((*ifmod)[0], Vec<int32_t>({-1, 1}));
 }
@@ -228,12 +233,19 @@ TEST(ElementwiseBinary, VariadicThreeInputsBroadcast) {
   Tensor a = MakeTensor(kF32, {2, 3, 4}, -5, 5, 1);
   Tensor b = MakeTensor(kF32, {3, 1}, -5, 5, 2);
   Tensor c = MakeTensor(kF32, {4}, -5, 5, 3);
-  struct V { const char* op; std::function<double(const std::vector<double>&)> f; };
-  for (const V& v : std::vector<V>{
-           {"Sum", [](const auto& x) { return x[0] + x[1] + x[2]; }},
-           {"Mean", [](const auto& x) { return (x[0] + x[1] + x[2]) / 3; }},
-           {"Max", [](const auto& x) { return std::max({x[0], x[1], x[2]}); }},
-           {"Min", [](const auto& x) { return std::min({x[0], x[1], x[2]}); }}}) {
+  struct V {
+    const char* op;
+    std::function<double(const std::vector<double>&)> f;
+  };
+  for (const V& v : std::vector<V>{{"Sum", [](const auto& x) { return x[0] + x[1] + x[2]; }},
+                                   {"Mean", [](const auto& x) { return (x[0] + x[1] + x[2]) / 3; }},
+                                   {"Max",
+                                    [](const auto& x) {
+                                      return std::max({x[0], x[1], x[2]});
+                                    }},
+                                   {"Min", [](const auto& x) {
+                                      return std::min({x[0], x[1], x[2]});
+                                    }}}) {
     SCOPED_TRACE(v.op);
     auto out = RunNode(v.op, {}, {a, b, c}, 1);
     ASSERT_TRUE(out.ok()) << out.status().ToString();
@@ -275,7 +287,8 @@ TEST(ElementwiseBinary, BadInputs) {
   EXPECT_FALSE(RunNode("Where", {}, {MakeTensor(kBool, {4}, 0, 1), a, a}, 1).ok());
   EXPECT_FALSE(RunNode("PRelu", {}, {MakeTensor(kF32, {3}, 0, 1), a}, 1).ok());
   EXPECT_FALSE(RunNode("BitShift", {{"direction", AttrString("UP")}},
-                       {Vec<uint8_t>({1}), Vec<uint8_t>({1})}, 1).ok());
+                       {Vec<uint8_t>({1}), Vec<uint8_t>({1})}, 1)
+                   .ok());
   EXPECT_FALSE(RunNode("Mod", {{"fmod", AttrInt(2)}}, {a, a}, 1).ok());
   EXPECT_FALSE(RunNode("And", {}, {a, a}, 1).ok());  // And needs bool
 }
@@ -322,31 +335,63 @@ TEST(ElementwiseUnary, MatchesReference) {
       {"IsNaN", {}, [](double x) { return std::isnan(x); }, {kF32}, -1, 1, true},
       {"Relu", {}, [](double x) { return std::max(x, 0.0); }, {kF32, kF16, kI32, kI8}, -9, 9},
       {"LeakyRelu", {}, [](double x) { return x < 0 ? 0.01 * x : x; }, {kF32}, -9, 9},
-      {"LeakyRelu", {{"alpha", AttrFloat(0.2f)}}, [](double x) { return x < 0 ? 0.2 * x : x; },
-       {kF32, kF64}, -9, 9},
-      {"Elu", {{"alpha", AttrFloat(0.5f)}},
-       [](double x) { return x < 0 ? 0.5 * (std::exp(x) - 1) : x; }, {kF32}, -5, 5},
-      {"Selu", {},
+      {"LeakyRelu",
+       {{"alpha", AttrFloat(0.2f)}},
+       [](double x) { return x < 0 ? 0.2 * x : x; },
+       {kF32, kF64},
+       -9,
+       9},
+      {"Elu",
+       {{"alpha", AttrFloat(0.5f)}},
+       [](double x) { return x < 0 ? 0.5 * (std::exp(x) - 1) : x; },
+       {kF32},
+       -5,
+       5},
+      {"Selu",
+       {},
        [](double x) {
          const double a = 1.67326319217681884765625, g = 1.05070102214813232421875;
          return x > 0 ? g * x : g * (a * std::exp(x) - a);
        },
-       {kF32}, -5, 5},
-      {"Celu", {{"alpha", AttrFloat(2.f)}},
+       {kF32},
+       -5,
+       5},
+      {"Celu",
+       {{"alpha", AttrFloat(2.f)}},
        [](double x) { return std::max(0.0, x) + std::min(0.0, 2 * (std::exp(x / 2) - 1)); },
-       {kF32}, -5, 5},
+       {kF32},
+       -5,
+       5},
       {"Sigmoid", {}, Sigmoid, {kF32, kF64, kF16}, -20, 20},
-      {"HardSigmoid", {{"alpha", AttrFloat(0.3f)}},
-       [](double x) { return std::clamp(0.3 * x + 0.5, 0.0, 1.0); }, {kF32}, -5, 5},
-      {"HardSwish", {}, [](double x) { return x * std::clamp(x / 6 + 0.5, 0.0, 1.0); }, {kF32},
-       -5, 5},
+      {"HardSigmoid",
+       {{"alpha", AttrFloat(0.3f)}},
+       [](double x) { return std::clamp(0.3 * x + 0.5, 0.0, 1.0); },
+       {kF32},
+       -5,
+       5},
+      {"HardSwish",
+       {},
+       [](double x) { return x * std::clamp(x / 6 + 0.5, 0.0, 1.0); },
+       {kF32},
+       -5,
+       5},
       {"Tanh", {}, [](double x) { return std::tanh(x); }, {kF32, kF64}, -5, 5},
       {"Softplus", {}, Softplus, {kF32}, -20, 20},
       {"Softsign", {}, [](double x) { return x / (1 + std::fabs(x)); }, {kF32}, -5, 5},
-      {"ThresholdedRelu", {{"alpha", AttrFloat(0.5f)}}, [](double x) { return x > 0.5 ? x : 0; },
-       {kF32}, -2, 2},
-      {"Shrink", {{"lambd", AttrFloat(1.5f)}, {"bias", AttrFloat(0.5f)}},
-       [](double x) { return x < -1.5 ? x + 0.5 : x > 1.5 ? x - 0.5 : 0; }, {kF32, kI32}, -5, 5},
+      {"ThresholdedRelu",
+       {{"alpha", AttrFloat(0.5f)}},
+       [](double x) { return x > 0.5 ? x : 0; },
+       {kF32},
+       -2,
+       2},
+      {"Shrink",
+       {{"lambd", AttrFloat(1.5f)}, {"bias", AttrFloat(0.5f)}},
+       [](double x) { return x < -1.5  ? x + 0.5
+                             : x > 1.5 ? x - 0.5
+                                       : 0; },
+       {kF32, kI32},
+       -5,
+       5},
       {"Clip", {}, [](double x) { return x; }, {kF32}, -5, 5},
   };
   for (const UnaryCase& c : cases) {
@@ -394,9 +439,10 @@ TEST(ElementwiseUnary, MishOpset18) {
     Tensor x = MakeTensor(kF32, {n}, -6, 6, 4);
     auto out = RunNode("Mish", {}, {x}, 1, 18);
     ASSERT_TRUE(out.ok()) << out.status().ToString();
-    ExpectTensorNear((*out)[0], RefNary({x}, kF32, [](const auto& v) {
-                       return v[0] * std::tanh(Softplus(v[0]));
-                     }), 1e-5, 1e-6);
+    ExpectTensorNear(
+        (*out)[0],
+        RefNary({x}, kF32, [](const auto& v) { return v[0] * std::tanh(Softplus(v[0])); }), 1e-5,
+        1e-6);
   }
 }
 
@@ -411,8 +457,9 @@ TEST(ElementwiseUnary, ClipAcrossOpsets) {
   auto max_only = RunNode("Clip", {}, {x, Tensor(), Tensor::Scalar(1.f)}, 1, 13);
   ASSERT_TRUE(max_only.ok()) << max_only.status().ToString();
   ExpectTensorNear((*max_only)[0], Vec<float>({-3.f, -1.f, 0.f, 1.f, 1.f}));
-  auto ints = RunNode("Clip", {}, {Vec<int32_t>({-7, 3, 9}), Tensor::Scalar<int32_t>(0),
-                                   Tensor::Scalar<int32_t>(5)}, 1, 13);
+  auto ints = RunNode(
+      "Clip", {},
+      {Vec<int32_t>({-7, 3, 9}), Tensor::Scalar<int32_t>(0), Tensor::Scalar<int32_t>(5)}, 1, 13);
   ASSERT_TRUE(ints.ok()) << ints.status().ToString();
   ExpectTensorNear((*ints)[0], Vec<int32_t>({0, 3, 5}));
   // Bounds must be scalars of the input's type.
@@ -428,8 +475,19 @@ TEST(ElementwiseUnary, BadInputs) {
 // ---- Cast ------------------------------------------------------------------------------------
 
 TEST(ElementwiseCast, AllTypePairs) {
-  const std::vector<DataType> types = {kF32, kF64, kF16, kBF16, kI8, DataType::kInt16, kI32, kI64,
-                                       kU8, DataType::kUInt16, DataType::kUInt32, kU64, kBool};
+  const std::vector<DataType> types = {kF32,
+                                       kF64,
+                                       kF16,
+                                       kBF16,
+                                       kI8,
+                                       DataType::kInt16,
+                                       kI32,
+                                       kI64,
+                                       kU8,
+                                       DataType::kUInt16,
+                                       DataType::kUInt32,
+                                       kU64,
+                                       kBool};
   for (DataType from : types) {
     for (DataType to : types) {
       SCOPED_TRACE(fmt::format("{} -> {}", DataTypeName(from), DataTypeName(to)));
@@ -442,9 +500,8 @@ TEST(ElementwiseCast, AllTypePairs) {
       }
       auto out = RunNode("Cast", {{"to", AttrInt(static_cast<int64_t>(to))}}, {x}, 1);
       ASSERT_TRUE(out.ok()) << out.status().ToString();
-      Tensor expect = RefNary({x}, to, [&](const std::vector<double>& v) {
-        return to == kBool ? (v[0] != 0) : v[0];
-      });
+      Tensor expect = RefNary(
+          {x}, to, [&](const std::vector<double>& v) { return to == kBool ? (v[0] != 0) : v[0]; });
       ExpectTensorNear((*out)[0], expect);
       auto like = RunNode("CastLike", {}, {x, Tensor::Allocate(to, {1})}, 1);
       ASSERT_TRUE(like.ok()) << like.status().ToString();

@@ -1,8 +1,8 @@
 // Unary math ops: Abs, Neg, rounding, roots, exp/log, trigonometric and hyperbolic functions,
 // Erf, Sign, IsNaN, IsInf, Not, BitwiseNot.
-#include <cmath>
-
 #include "kernels/cpu/elementwise_unary.h"
+
+#include <cmath>
 
 namespace inferd::cpu {
 namespace {
@@ -12,12 +12,9 @@ INFERD_SIMPLE_UNARY(Floor, TypeClass::kFloat, std::floor(a))
 INFERD_SIMPLE_UNARY(Ceil, TypeClass::kFloat, std::ceil(a))
 // nearbyint in the default rounding mode rounds half to even, as the spec requires.
 INFERD_SIMPLE_UNARY(Round, TypeClass::kFloat, std::nearbyint(a))
-INFERD_SIMPLE_UNARY_EXTRA(Sqrt, TypeClass::kFloat, std::sqrt(a),
-                          INFERD_DNNL_ALG(EltwiseAlg::kSqrt))
-INFERD_SIMPLE_UNARY_EXTRA(Exp, TypeClass::kFloat, std::exp(a),
-                          INFERD_DNNL_ALG(EltwiseAlg::kExp))
-INFERD_SIMPLE_UNARY_EXTRA(Log, TypeClass::kFloat, std::log(a),
-                          INFERD_DNNL_ALG(EltwiseAlg::kLog))
+INFERD_SIMPLE_UNARY_EXTRA(Sqrt, TypeClass::kFloat, std::sqrt(a), INFERD_DNNL_ALG(EltwiseAlg::kSqrt))
+INFERD_SIMPLE_UNARY_EXTRA(Exp, TypeClass::kFloat, std::exp(a), INFERD_DNNL_ALG(EltwiseAlg::kExp))
+INFERD_SIMPLE_UNARY_EXTRA(Log, TypeClass::kFloat, std::log(a), INFERD_DNNL_ALG(EltwiseAlg::kLog))
 INFERD_SIMPLE_UNARY(Sin, TypeClass::kFloat, std::sin(a))
 INFERD_SIMPLE_UNARY(Cos, TypeClass::kFloat, std::cos(a))
 INFERD_SIMPLE_UNARY(Tan, TypeClass::kFloat, std::tan(a))
@@ -32,8 +29,8 @@ INFERD_SIMPLE_UNARY(Atanh, TypeClass::kFloat, std::atanh(a))
 INFERD_SIMPLE_UNARY(Neg, TypeClass::kSignedNumeric, -a)
 INFERD_SIMPLE_UNARY(BitwiseNot, TypeClass::kInteger, ~a)
 // Erf on integers (allowed by the spec) is computed in double.
-INFERD_SIMPLE_UNARY(Erf, TypeClass::kNumeric, std::erf(std::conditional_t<std::is_integral_v<C>,
-                                                                          double, C>(a)))
+INFERD_SIMPLE_UNARY(Erf, TypeClass::kNumeric,
+                    std::erf(std::conditional_t<std::is_integral_v<C>, double, C>(a)))
 
 struct AbsOp : UnaryOpBase {
   static constexpr const char* kName = "Abs";

@@ -4,8 +4,8 @@
 // An op is a struct with kName, kTypes (a TypeClass), `template <class T> using Out` (the output
 // element type for input T), `Status Init(const Node&)` (parses attributes) and
 // `template <class T> Out<T> Apply(T x) const`. An op may add `std::tuple<EltwiseAlg, float, float>
-// Dnnl() const` (algorithm, alpha, beta) to run large float32 inputs on oneDNN. Float ops compute in ComputeT<T> (float for
-// float16/bfloat16) through the INFERD_FLOAT_UNARY helper below.
+// Dnnl() const` (algorithm, alpha, beta) to run large float32 inputs on oneDNN. Float ops compute
+// in ComputeT<T> (float for float16/bfloat16) through the INFERD_FLOAT_UNARY helper below.
 #pragma once
 
 #include <tuple>
@@ -33,8 +33,7 @@ class UnaryKernel final : public OpKernel {
       if (x->dtype() == DataType::kFloat32 && x->NumElements() >= kDnnlEltwiseMin) {
         auto [alg, alpha, beta] = op_.Dnnl();
         Tensor* out = ctx.AllocateOutput(0, DataType::kFloat32, x->shape());
-        if (DnnlEltwise(alg, alpha, beta, x->data<float>(), out->data<float>(),
-                        x->NumElements())) {
+        if (DnnlEltwise(alg, alpha, beta, x->data<float>(), out->data<float>(), x->NumElements())) {
           return Status::Ok();
         }
       }
@@ -66,21 +65,18 @@ void AddUnary(KernelRegistry& r, int since, int until = kOpsetMax) {
 
 // As INFERD_SIMPLE_UNARY, with extra member declarations (e.g. a Dnnl() fast path).
 #define INFERD_SIMPLE_UNARY_EXTRA(Name, Types, expr, extra) \
-  struct Name##Op : ::inferd::cpu::UnaryOpBase { \
-    extra                                        \
-    static constexpr const char* kName = #Name;  \
-    static constexpr TypeClass kTypes = Types;   \
-    template <typename T>                        \
-    T Apply(T x) const {                         \
-      using C = ComputeT<T>;                     \
-      C a = Up(x);                               \
-      (void)sizeof(C);                           \
-      return Down<T>(expr);                      \
-    }                                            \
+  struct Name##Op : ::inferd::cpu::UnaryOpBase {            \
+    extra static constexpr const char* kName = #Name;       \
+    static constexpr TypeClass kTypes = Types;              \
+    template <typename T>                                   \
+    T Apply(T x) const {                                    \
+      using C = ComputeT<T>;                                \
+      C a = Up(x);                                          \
+      (void)sizeof(C);                                      \
+      return Down<T>(expr);                                 \
+    }                                                       \
   };
 
 // The Dnnl() member for INFERD_SIMPLE_UNARY_EXTRA: `INFERD_DNNL_ALG(EltwiseAlg::kExp)`.
-#define INFERD_DNNL_ALG(alg)                                  \
-  std::tuple<::inferd::cpu::EltwiseAlg, float, float> Dnnl() const { \
-    return {alg, 0.f, 0.f};                                   \
-  }
+#define INFERD_DNNL_ALG(alg) \
+  std::tuple<::inferd::cpu::EltwiseAlg, float, float> Dnnl() const { return {alg, 0.f, 0.f}; }

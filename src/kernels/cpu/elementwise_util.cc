@@ -4,7 +4,8 @@ namespace inferd::cpu {
 
 std::vector<DataType> TypesOf(TypeClass c) {
   switch (c) {
-    case TypeClass::kFloat: return FloatTypes();
+    case TypeClass::kFloat:
+      return FloatTypes();
     case TypeClass::kSignedNumeric: {
       std::vector<DataType> t = FloatTypes();
       for (DataType d : {DataType::kInt8, DataType::kInt16, DataType::kInt32, DataType::kInt64}) {
@@ -12,12 +13,16 @@ std::vector<DataType> TypesOf(TypeClass c) {
       }
       return t;
     }
-    case TypeClass::kNumeric: return NumericTypes();
-    case TypeClass::kInteger: return IntegerTypes();
+    case TypeClass::kNumeric:
+      return NumericTypes();
+    case TypeClass::kInteger:
+      return IntegerTypes();
     case TypeClass::kUnsigned:
       return {DataType::kUInt8, DataType::kUInt16, DataType::kUInt32, DataType::kUInt64};
-    case TypeClass::kBool: return {DataType::kBool};
-    case TypeClass::kAll: return AllTypes();
+    case TypeClass::kBool:
+      return {DataType::kBool};
+    case TypeClass::kAll:
+      return AllTypes();
   }
   return {};
 }

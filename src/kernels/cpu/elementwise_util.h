@@ -85,13 +85,20 @@ constexpr bool InClass() {
   constexpr bool is_bool = std::is_same_v<T, bool>;
   constexpr bool is_int = std::is_integral_v<T> && !is_bool;
   switch (C) {
-    case TypeClass::kFloat: return is_float;
-    case TypeClass::kSignedNumeric: return is_float || (is_int && std::is_signed_v<T>);
-    case TypeClass::kNumeric: return is_float || is_int;
-    case TypeClass::kInteger: return is_int;
-    case TypeClass::kUnsigned: return is_int && std::is_unsigned_v<T>;
-    case TypeClass::kBool: return is_bool;
-    case TypeClass::kAll: return true;
+    case TypeClass::kFloat:
+      return is_float;
+    case TypeClass::kSignedNumeric:
+      return is_float || (is_int && std::is_signed_v<T>);
+    case TypeClass::kNumeric:
+      return is_float || is_int;
+    case TypeClass::kInteger:
+      return is_int;
+    case TypeClass::kUnsigned:
+      return is_int && std::is_unsigned_v<T>;
+    case TypeClass::kBool:
+      return is_bool;
+    case TypeClass::kAll:
+      return true;
   }
   return false;
 }
@@ -227,10 +234,10 @@ inline constexpr int64_t kDnnlEltwiseMin = 4096;
 bool DnnlEltwise(EltwiseAlg alg, float alpha, float beta, const float* in, float* out, int64_t n);
 
 // Registration of the element-wise families (called by RegisterElementwiseKernels).
-void RegisterBinaryKernels(KernelRegistry& r);    // elementwise_binary.cc
-void RegisterVariadicKernels(KernelRegistry& r);  // elementwise_variadic.cc (+ Where, PRelu)
-void RegisterUnaryKernels(KernelRegistry& r);     // elementwise_unary.cc
+void RegisterBinaryKernels(KernelRegistry& r);      // elementwise_binary.cc
+void RegisterVariadicKernels(KernelRegistry& r);    // elementwise_variadic.cc (+ Where, PRelu)
+void RegisterUnaryKernels(KernelRegistry& r);       // elementwise_unary.cc
 void RegisterActivationKernels(KernelRegistry& r);  // elementwise_activation.cc
-void RegisterCastKernels(KernelRegistry& r);      // elementwise_cast.cc
+void RegisterCastKernels(KernelRegistry& r);        // elementwise_cast.cc
 
 }  // namespace inferd::cpu

@@ -151,8 +151,8 @@ class PReluKernel final : public OpKernel {
     const Tensor* s = ctx.Input(1);
     if (x == nullptr || s == nullptr) return InvalidArgument("PRelu needs two inputs");
     if (x->dtype() != s->dtype()) {
-      return InvalidArgument("PRelu: X and slope types differ ({} vs {})",
-                             DataTypeName(x->dtype()), DataTypeName(s->dtype()));
+      return InvalidArgument("PRelu: X and slope types differ ({} vs {})", DataTypeName(x->dtype()),
+                             DataTypeName(s->dtype()));
     }
     ASSIGN_OR_RETURN(Shape out_shape, BroadcastOutputShape("PRelu", {x, s}));
     if (out_shape != x->shape()) {

@@ -21,26 +21,44 @@ namespace inferd::cpu {
 namespace {
 
 template <typename T>
-using AccOf = std::conditional_t<std::is_integral_v<T>,
-                                 std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>, double>;
+using AccOf =
+    std::conditional_t<std::is_integral_v<T>,
+                       std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>, double>;
 
 // Reduction policies: Acc<T> accumulator type, Init, Map (applied to each element; `s` is the
 // per-output shift of LogSumExp, 0 otherwise), Combine (associative), Finalize (n = count).
 struct SumP {
   static constexpr const char* kName = "ReduceSum";
-  template <class T> using Acc = AccOf<T>;
-  template <class A> static A Init() { return A(0); }
-  template <class A> static A Map(A x, double) { return x; }
-  template <class A> static A Combine(A a, A b) { return a + b; }
-  template <class A> static A Finalize(A a, int64_t) { return a; }
+  template <class T>
+  using Acc = AccOf<T>;
+  template <class A>
+  static A Init() {
+    return A(0);
+  }
+  template <class A>
+  static A Map(A x, double) {
+    return x;
+  }
+  template <class A>
+  static A Combine(A a, A b) {
+    return a + b;
+  }
+  template <class A>
+  static A Finalize(A a, int64_t) {
+    return a;
+  }
 };
 struct SumSquareP : SumP {
   static constexpr const char* kName = "ReduceSumSquare";
-  template <class A> static A Map(A x, double) { return x * x; }
+  template <class A>
+  static A Map(A x, double) {
+    return x * x;
+  }
 };
 struct L1P : SumP {
   static constexpr const char* kName = "ReduceL1";
-  template <class A> static A Map(A x, double) {
+  template <class A>
+  static A Map(A x, double) {
     if constexpr (std::is_unsigned_v<A>) {
       return x;
     } else {
@@ -50,39 +68,66 @@ struct L1P : SumP {
 };
 struct MeanP : SumP {
   static constexpr const char* kName = "ReduceMean";
-  template <class T> using Acc = double;
-  template <class A> static A Finalize(A a, int64_t n) { return a / static_cast<A>(n); }
+  template <class T>
+  using Acc = double;
+  template <class A>
+  static A Finalize(A a, int64_t n) {
+    return a / static_cast<A>(n);
+  }
 };
 struct L2P : SumP {
   static constexpr const char* kName = "ReduceL2";
-  template <class T> using Acc = double;
-  template <class A> static A Map(A x, double) { return x * x; }
-  template <class A> static A Finalize(A a, int64_t) { return std::sqrt(a); }
+  template <class T>
+  using Acc = double;
+  template <class A>
+  static A Map(A x, double) {
+    return x * x;
+  }
+  template <class A>
+  static A Finalize(A a, int64_t) {
+    return std::sqrt(a);
+  }
 };
 struct LogSumP : SumP {
   static constexpr const char* kName = "ReduceLogSum";
-  template <class T> using Acc = double;
-  template <class A> static A Finalize(A a, int64_t) { return std::log(a); }
+  template <class T>
+  using Acc = double;
+  template <class A>
+  static A Finalize(A a, int64_t) {
+    return std::log(a);
+  }
 };
 // log(sum(exp(x - s))) + s with s = max over the reduced elements (computed in a first pass).
 struct LogSumExpP : SumP {
   static constexpr const char* kName = "ReduceLogSumExp";
-  template <class T> using Acc = double;
-  template <class A> static A Map(A x, double s) { return std::exp(x - s); }
+  template <class T>
+  using Acc = double;
+  template <class A>
+  static A Map(A x, double s) {
+    return std::exp(x - s);
+  }
 };
 struct ProdP : SumP {
   static constexpr const char* kName = "ReduceProd";
-  template <class A> static A Init() { return A(1); }
-  template <class A> static A Combine(A a, A b) { return a * b; }
+  template <class A>
+  static A Init() {
+    return A(1);
+  }
+  template <class A>
+  static A Combine(A a, A b) {
+    return a * b;
+  }
 };
 // Max/Min propagate NaN (numpy semantics).
 struct MaxP : SumP {
   static constexpr const char* kName = "ReduceMax";
-  template <class A> static A Init() {
+  template <class A>
+  static A Init() {
     if constexpr (std::is_floating_point_v<A>) return -std::numeric_limits<A>::infinity();
     return std::numeric_limits<A>::lowest();
   }
-  template <class A> static A Combine(A a, A b) {
+  template <class A>
+  static A Combine(A a, A b) {
     if constexpr (std::is_floating_point_v<A>) {
       if (std::isnan(a)) return a;
     }
@@ -91,11 +136,13 @@ struct MaxP : SumP {
 };
 struct MinP : SumP {
   static constexpr const char* kName = "ReduceMin";
-  template <class A> static A Init() {
+  template <class A>
+  static A Init() {
     if constexpr (std::is_floating_point_v<A>) return std::numeric_limits<A>::infinity();
     return std::numeric_limits<A>::max();
   }
-  template <class A> static A Combine(A a, A b) {
+  template <class A>
+  static A Combine(A a, A b) {
     if constexpr (std::is_floating_point_v<A>) {
       if (std::isnan(a)) return a;
     }
@@ -212,30 +259,29 @@ void RunReduce(const T* x, const ReduceLayout& l, const double* shift, Emit&& em
     case ReduceLayout::Kind::kMiddle: {
       constexpr int64_t kBlock = 256;
       const int64_t blocks = (l.k2 + kBlock - 1) / kBlock;
-      ParallelFor(l.k * blocks, std::max<int64_t>(1, kGrain / (l.r * kBlock)),
-                  [&](int64_t b, int64_t e) {
-                    A acc[kBlock];
-                    for (int64_t t = b; t < e; ++t) {
-                      const int64_t k = t / blocks, j0 = (t % blocks) * kBlock;
-                      const int64_t n = std::min(kBlock, l.k2 - j0);
-                      const int64_t o0 = k * l.k2 + j0;
-                      for (int64_t j = 0; j < n; ++j) acc[j] = P::template Init<A>();
-                      for (int64_t r = 0; r < l.r; ++r) {
-                        const T* row = x + (k * l.r + r) * l.k2 + j0;
-                        if (shift == nullptr) {
-                          for (int64_t j = 0; j < n; ++j) {
-                            acc[j] = P::Combine(acc[j], P::Map(static_cast<A>(Up(row[j])), 0.0));
-                          }
-                        } else {
-                          for (int64_t j = 0; j < n; ++j) {
-                            acc[j] = P::Combine(
-                                acc[j], P::Map(static_cast<A>(Up(row[j])), shift[o0 + j]));
-                          }
-                        }
-                      }
-                      for (int64_t j = 0; j < n; ++j) emit(o0 + j, P::Finalize(acc[j], l.r));
-                    }
-                  });
+      ParallelFor(
+          l.k * blocks, std::max<int64_t>(1, kGrain / (l.r * kBlock)), [&](int64_t b, int64_t e) {
+            A acc[kBlock];
+            for (int64_t t = b; t < e; ++t) {
+              const int64_t k = t / blocks, j0 = (t % blocks) * kBlock;
+              const int64_t n = std::min(kBlock, l.k2 - j0);
+              const int64_t o0 = k * l.k2 + j0;
+              for (int64_t j = 0; j < n; ++j) acc[j] = P::template Init<A>();
+              for (int64_t r = 0; r < l.r; ++r) {
+                const T* row = x + (k * l.r + r) * l.k2 + j0;
+                if (shift == nullptr) {
+                  for (int64_t j = 0; j < n; ++j) {
+                    acc[j] = P::Combine(acc[j], P::Map(static_cast<A>(Up(row[j])), 0.0));
+                  }
+                } else {
+                  for (int64_t j = 0; j < n; ++j) {
+                    acc[j] = P::Combine(acc[j], P::Map(static_cast<A>(Up(row[j])), shift[o0 + j]));
+                  }
+                }
+              }
+              for (int64_t j = 0; j < n; ++j) emit(o0 + j, P::Finalize(acc[j], l.r));
+            }
+          });
       return;
     }
     case ReduceLayout::Kind::kGeneral: {

@@ -67,8 +67,7 @@ Tensor RefReduce(const Tensor& x, std::vector<int64_t> axes, bool keepdims, cons
     }
     groups[o].push_back(x.GetAsDouble(i));
   }
-  Tensor out = Tensor::Allocate(out_type == DataType::kUndefined ? x.dtype() : out_type,
-                                out_shape);
+  Tensor out = Tensor::Allocate(out_type == DataType::kUndefined ? x.dtype() : out_type, out_shape);
   for (size_t o = 0; o < groups.size(); ++o) Set(out, o, f(groups[o]));
   return out;
 }
@@ -93,34 +92,48 @@ TEST(Reduce, MatchesReference) {
   const std::vector<ReduceCase> cases = {
       {"ReduceSum", Sum, {f32, f64, f16, i32, i64}, -5, 5},
       {"ReduceMean", [](const auto& v) { return Sum(v) / v.size(); }, {f32, f64, f16}, -5, 5},
-      {"ReduceMax", [](const auto& v) { return *std::max_element(v.begin(), v.end()); },
-       {f32, i64, u8}, -9, 9},
-      {"ReduceMin", [](const auto& v) { return *std::min_element(v.begin(), v.end()); },
-       {f32, i32, f16}, -9, 9},
+      {"ReduceMax",
+       [](const auto& v) { return *std::max_element(v.begin(), v.end()); },
+       {f32, i64, u8},
+       -9,
+       9},
+      {"ReduceMin",
+       [](const auto& v) { return *std::min_element(v.begin(), v.end()); },
+       {f32, i32, f16},
+       -9,
+       9},
       {"ReduceProd",
        [](const auto& v) { return std::accumulate(v.begin(), v.end(), 1.0, std::multiplies<>()); },
-       {f32, f64}, 0.9, 1.1},
+       {f32, f64},
+       0.9,
+       1.1},
       {"ReduceL1",
        [](const auto& v) {
          double s = 0;
          for (double x : v) s += std::fabs(x);
          return s;
        },
-       {f32, i32}, -5, 5},
+       {f32, i32},
+       -5,
+       5},
       {"ReduceL2",
        [](const auto& v) {
          double s = 0;
          for (double x : v) s += x * x;
          return std::sqrt(s);
        },
-       {f32, f64}, -5, 5},
+       {f32, f64},
+       -5,
+       5},
       {"ReduceSumSquare",
        [](const auto& v) {
          double s = 0;
          for (double x : v) s += x * x;
          return s;
        },
-       {f32, i64}, -5, 5},
+       {f32, i64},
+       -5,
+       5},
       {"ReduceLogSum", [](const auto& v) { return std::log(Sum(v)); }, {f32, f64}, 0.1, 5},
       {"ReduceLogSumExp",
        [](const auto& v) {
@@ -128,22 +141,24 @@ TEST(Reduce, MatchesReference) {
          for (double x : v) s += std::exp(x);
          return std::log(s);
        },
-       {f32, f64}, -5, 5},
+       {f32, f64},
+       -5,
+       5},
   };
   const std::vector<AxesCase> layouts = {
-      {{2, 3, 4}, {1}},          // middle
-      {{2, 3, 4}, {-1}},         // inner, negative axis
-      {{2, 3, 4}, {0}},          // leading
-      {{2, 3, 4}, {0, 2}},       // general (two reduced groups)
-      {{2, 3, 4, 5}, {1, 3}},    // general
-      {{2, 3, 4}, {1, 2}},       // merged inner groups
-      {{2, 3, 4}, {}},           // all
-      {{2, 1, 4}, {1}},          // size-1 axis only
-      {{}, {}},                  // scalar
-      {{300, 130}, {0}},         // middle, parallel
-      {{130, 300}, {1}},         // inner, parallel
-      {{70000}, {0}},            // one long row split across threads
-      {{4, 20, 600}, {1}},       // middle with several column blocks
+      {{2, 3, 4}, {1}},        // middle
+      {{2, 3, 4}, {-1}},       // inner, negative axis
+      {{2, 3, 4}, {0}},        // leading
+      {{2, 3, 4}, {0, 2}},     // general (two reduced groups)
+      {{2, 3, 4, 5}, {1, 3}},  // general
+      {{2, 3, 4}, {1, 2}},     // merged inner groups
+      {{2, 3, 4}, {}},         // all
+      {{2, 1, 4}, {1}},        // size-1 axis only
+      {{}, {}},                // scalar
+      {{300, 130}, {0}},       // middle, parallel
+      {{130, 300}, {1}},       // inner, parallel
+      {{70000}, {0}},          // one long row split across threads
+      {{4, 20, 600}, {1}},     // middle with several column blocks
   };
   for (const ReduceCase& c : cases) {
     for (DataType dt : c.dtypes) {
@@ -201,8 +216,8 @@ TEST(Reduce, EdgeValues) {
   EXPECT_TRUE(std::isnan((*mx)[0].GetAsDouble(0)));
   // Empty reduced axis: the identity of the op.
   Tensor empty = Tensor::Allocate(DataType::kFloat32, {2, 0});
-  auto s = RunNode("ReduceSum", {{"axes", AttrInts({1})}, {"keepdims", AttrInt(0)}}, {empty}, 1,
-                   12);
+  auto s =
+      RunNode("ReduceSum", {{"axes", AttrInts({1})}, {"keepdims", AttrInt(0)}}, {empty}, 1, 12);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   ExpectTensorNear((*s)[0], Tensor::FromVector<float>({0.f, 0.f}));
   // Integer mean truncates like numpy's mean followed by astype.
@@ -258,8 +273,7 @@ TEST(Reduce, ArgMaxArgMin) {
                                 {"select_last_index", AttrInt(last)}},
                                {x}, 1);
             ASSERT_TRUE(out.ok()) << out.status().ToString();
-            ExpectTensorNear((*out)[0],
-                             RefArg(x, axis, keep, std::string(op) == "ArgMax", last));
+            ExpectTensorNear((*out)[0], RefArg(x, axis, keep, std::string(op) == "ArgMax", last));
           }
         }
       }
