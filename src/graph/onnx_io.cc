@@ -228,11 +228,16 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const fs::path&
                          static_cast<int>(proto.data_type()));
   }
   Shape shape(proto.dims().begin(), proto.dims().end());
+  // Validate sizes before allocating anything: a corrupt proto can claim absurd dims.
+  int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) return InvalidArgument("tensor '{}' has a negative dimension", proto.name());
+    if (d > 0 && n > (int64_t{1} << 40) / d) {
+      return InvalidArgument("tensor '{}' is too large ({})", proto.name(), ShapeToString(shape));
+    }
+    n *= d;
   }
-  Tensor t = Tensor::Allocate(dtype, shape);
-  const size_t bytes = t.ByteSize();
+  const size_t bytes = static_cast<size_t>(n) * SizeOf(dtype);
 
   std::string external;
   const std::string* raw = nullptr;
@@ -244,44 +249,45 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const fs::path&
   }
   if (raw != nullptr) {
     if (raw->size() != bytes) {
-      return InvalidArgument("tensor '{}': raw data has {} bytes, expected {} for {}", proto.name(),
-                             raw->size(), bytes, t.DebugString());
+      return InvalidArgument("tensor '{}': raw data has {} bytes, expected {} for {}{}",
+                             proto.name(), raw->size(), bytes, DataTypeName(dtype),
+                             ShapeToString(shape));
     }
+    Tensor t = Tensor::Allocate(dtype, shape);
     if (bytes > 0) std::memcpy(t.raw_data(), raw->data(), bytes);
     return t;
   }
 
-  const int64_t n = t.NumElements();
-  auto check = [&](int count) -> Status {
-    if (count != n) {
-      return InvalidArgument("tensor '{}': has {} values, expected {} for {}", proto.name(), count,
-                             n, t.DebugString());
-    }
-    return Status::Ok();
-  };
+  int count = 0;
+  switch (dtype) {
+    case DataType::kFloat32: count = proto.float_data_size(); break;
+    case DataType::kFloat64: count = proto.double_data_size(); break;
+    case DataType::kInt64: count = proto.int64_data_size(); break;
+    case DataType::kUInt32: case DataType::kUInt64: count = proto.uint64_data_size(); break;
+    default: count = proto.int32_data_size(); break;
+  }
+  if (count != n) {
+    return InvalidArgument("tensor '{}': has {} values, expected {} for {}{}", proto.name(), count,
+                           n, DataTypeName(dtype), ShapeToString(shape));
+  }
+  Tensor t = Tensor::Allocate(dtype, shape);
   switch (dtype) {
     case DataType::kFloat32:
-      RETURN_IF_ERROR(check(proto.float_data_size()));
       CopyField<float>(proto.float_data(), &t);
       break;
     case DataType::kFloat64:
-      RETURN_IF_ERROR(check(proto.double_data_size()));
       CopyField<double>(proto.double_data(), &t);
       break;
     case DataType::kInt64:
-      RETURN_IF_ERROR(check(proto.int64_data_size()));
       CopyField<int64_t>(proto.int64_data(), &t);
       break;
     case DataType::kUInt32:
-      RETURN_IF_ERROR(check(proto.uint64_data_size()));
       CopyField<uint32_t>(proto.uint64_data(), &t);
       break;
     case DataType::kUInt64:
-      RETURN_IF_ERROR(check(proto.uint64_data_size()));
       CopyField<uint64_t>(proto.uint64_data(), &t);
       break;
     default:  // int32_data holds int8/16/32, uint8/16, bool, and float16/bfloat16 bit patterns
-      RETURN_IF_ERROR(check(proto.int32_data_size()));
       DispatchAll(
           dtype, [&](auto tag) { CopyField<decltype(tag)>(proto.int32_data(), &t); }, [] {});
       break;

@@ -159,6 +159,15 @@ TEST_F(OnnxIoTest, TypedFieldsConvert) {
   EXPECT_EQ(r->GetAsDouble(1), -2.0);
   t.add_int32_data(0);  // 3 values for 2 elements
   EXPECT_FALSE(TensorFromProto(t, dir_).ok());
+  // Absurd dims are refused before anything is allocated.
+  onnx::TensorProto huge;
+  huge.set_data_type(onnx::TensorProto::FLOAT);
+  for (int i = 0; i < 4; ++i) huge.add_dims(int64_t{1} << 20);
+  EXPECT_EQ(TensorFromProto(huge, dir_).status().code(), StatusCode::kInvalidArgument);
+  huge.clear_dims();
+  huge.add_dims(int64_t{1} << 33);
+  huge.set_raw_data("abcd");
+  EXPECT_EQ(TensorFromProto(huge, dir_).status().code(), StatusCode::kInvalidArgument);
   t.set_data_type(onnx::TensorProto::STRING);
   EXPECT_EQ(TensorFromProto(t, dir_).status().code(), StatusCode::kUnimplemented);
 }
