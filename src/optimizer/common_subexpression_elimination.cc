@@ -19,19 +19,32 @@ void AppendAttribute(const std::string& name, const Attribute& a, std::string* k
   *key += '\x1f' + name + '=' + std::to_string(static_cast<int>(a.type)) + ':';
   auto put = [&](const void* p, size_t n) { key->append(static_cast<const char*>(p), n); };
   switch (a.type) {
-    case Attribute::Type::kFloat: put(&a.f, sizeof(a.f)); break;
-    case Attribute::Type::kInt: put(&a.i, sizeof(a.i)); break;
-    case Attribute::Type::kString: *key += std::to_string(a.s.size()) + ':' + a.s; break;
-    case Attribute::Type::kTensor: AppendTensor(a.t, key); break;
-    case Attribute::Type::kFloats: put(a.floats.data(), a.floats.size() * sizeof(float)); break;
-    case Attribute::Type::kInts: put(a.ints.data(), a.ints.size() * sizeof(int64_t)); break;
+    case Attribute::Type::kFloat:
+      put(&a.f, sizeof(a.f));
+      break;
+    case Attribute::Type::kInt:
+      put(&a.i, sizeof(a.i));
+      break;
+    case Attribute::Type::kString:
+      *key += std::to_string(a.s.size()) + ':' + a.s;
+      break;
+    case Attribute::Type::kTensor:
+      AppendTensor(a.t, key);
+      break;
+    case Attribute::Type::kFloats:
+      put(a.floats.data(), a.floats.size() * sizeof(float));
+      break;
+    case Attribute::Type::kInts:
+      put(a.ints.data(), a.ints.size() * sizeof(int64_t));
+      break;
     case Attribute::Type::kStrings:
       for (const auto& s : a.strings) *key += std::to_string(s.size()) + ':' + s;
       break;
     case Attribute::Type::kTensors:
       for (const auto& t : a.tensors) AppendTensor(t, key);
       break;
-    default: break;
+    default:
+      break;
   }
 }
 

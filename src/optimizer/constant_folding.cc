@@ -59,14 +59,15 @@ StatusOr<int> ConstantFolding::Run(Graph& graph) const {
       results.push_back(std::move(shape));
     } else {
       bool all_constant = true;
-      for (const auto& in : n->inputs) all_constant = all_constant && (in.empty() || ed.Constant(in));
+      for (const auto& in : n->inputs)
+        all_constant = all_constant && (in.empty() || ed.Constant(in));
       if (!all_constant) continue;
       int64_t opset = mini.OpsetFor(n->domain);
       if (!cpu->SupportsNode(*n, opset)) continue;
-      std::optional<Shape> known = n->outputs.empty() ? std::nullopt
-                                                      : ed.StaticShape(n->outputs[0]);
-      DataType known_type = n->outputs.empty() ? DataType::kUndefined
-                                               : graph.ValueType(n->outputs[0]);
+      std::optional<Shape> known =
+          n->outputs.empty() ? std::nullopt : ed.StaticShape(n->outputs[0]);
+      DataType known_type =
+          n->outputs.empty() ? DataType::kUndefined : graph.ValueType(n->outputs[0]);
       if (known && known_type != DataType::kUndefined &&
           NumElements(*known) * static_cast<int64_t>(SizeOf(known_type)) > max_output_bytes_) {
         continue;

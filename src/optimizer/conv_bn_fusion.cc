@@ -34,7 +34,8 @@ StatusOr<int> ConvBnFusion::Run(Graph& graph) const {
     if (bn->GetInt("training_mode", 0) != 0 || bn->GetInt("spatial", 1) != 1) continue;
     bool extra_outputs_used = false;
     for (size_t i = 1; i < bn->outputs.size(); ++i) {
-      extra_outputs_used = extra_outputs_used || (!bn->outputs[i].empty() && ed.IsUsed(bn->outputs[i]));
+      extra_outputs_used =
+          extra_outputs_used || (!bn->outputs[i].empty() && ed.IsUsed(bn->outputs[i]));
     }
     if (extra_outputs_used || bn->outputs[0].empty()) continue;
     std::vector<float> scale = Param(ed, *bn, 1, m), bias = Param(ed, *bn, 2, m),

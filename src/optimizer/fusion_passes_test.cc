@@ -44,7 +44,8 @@ Tensor ReferenceBn(const Tensor& x) {
     for (int64_t i = 0; i < hw; ++i) {
       float& v = y.data<float>()[c * hw + i];
       v = (v - mean.data<float>()[c]) / std::sqrt(var.data<float>()[c] + 1e-3f) *
-              s.data<float>()[c] + b.data<float>()[c];
+              s.data<float>()[c] +
+          b.data<float>()[c];
     }
   }
   return y;

@@ -234,9 +234,10 @@ std::string GraphEditor::AddInitializer(const std::string& base, Tensor value) {
 Status GraphEditor::Commit() {
   if (removed_.empty()) return Status::Ok();
   auto& nodes = graph_.nodes;
-  nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
-                             [&](const std::unique_ptr<Node>& n) { return removed_.count(n.get()); }),
-              nodes.end());
+  nodes.erase(
+      std::remove_if(nodes.begin(), nodes.end(),
+                     [&](const std::unique_ptr<Node>& n) { return removed_.count(n.get()); }),
+      nodes.end());
   removed_.clear();
   return Status::Ok();
 }

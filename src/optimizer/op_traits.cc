@@ -3,9 +3,8 @@
 namespace inferd {
 
 bool IsNondeterministicOp(const std::string& op_type) {
-  return op_type == "RandomNormal" || op_type == "RandomUniform" ||
-         op_type == "RandomNormalLike" || op_type == "RandomUniformLike" ||
-         op_type == "Multinomial" || op_type == "Bernoulli";
+  return op_type == "RandomNormal" || op_type == "RandomUniform" || op_type == "RandomNormalLike" ||
+         op_type == "RandomUniformLike" || op_type == "Multinomial" || op_type == "Bernoulli";
 }
 
 }  // namespace inferd

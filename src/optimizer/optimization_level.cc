@@ -6,10 +6,14 @@ namespace inferd {
 
 const char* OptimizationLevelName(OptimizationLevel level) {
   switch (level) {
-    case OptimizationLevel::kNone: return "none";
-    case OptimizationLevel::kBasic: return "basic";
-    case OptimizationLevel::kExtended: return "extended";
-    case OptimizationLevel::kAll: return "all";
+    case OptimizationLevel::kNone:
+      return "none";
+    case OptimizationLevel::kBasic:
+      return "basic";
+    case OptimizationLevel::kExtended:
+      return "extended";
+    case OptimizationLevel::kAll:
+      return "all";
   }
   return "unknown";
 }

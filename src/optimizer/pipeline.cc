@@ -19,8 +19,7 @@ constexpr int kMaxRounds = 8;
 
 }  // namespace
 
-std::vector<std::unique_ptr<GraphPass>> BuildPipeline(const Model& model,
-                                                      OptimizationLevel level) {
+std::vector<std::unique_ptr<GraphPass>> BuildPipeline(const Model& model, OptimizationLevel level) {
   std::vector<std::unique_ptr<GraphPass>> passes;
   if (level == OptimizationLevel::kNone) return passes;
   // Basic level.

@@ -83,7 +83,7 @@ TEST(GraphEditor, BypassKeepsGraphOutputNames) {
   ASSERT_TRUE(ed.Commit().ok());
   ASSERT_EQ(m.graph.nodes.size(), 2u);
   EXPECT_EQ(m.graph.nodes[0]->outputs[0], "y");  // Relu now produces the output
-  EXPECT_EQ(m.graph.nodes[1]->inputs[0], "y");    // and Neg reads it
+  EXPECT_EQ(m.graph.nodes[1]->inputs[0], "y");   // and Neg reads it
   EXPECT_EQ(ed.UniqueValueName("y"), "y_1");
   EXPECT_EQ(ed.UniqueValueName("fresh"), "fresh");
 }
@@ -133,8 +133,10 @@ TEST(Pipeline, OptimizedModelRoundTripsThroughOnnx) {
   fs::path path = dir / "small_cnn_opt.onnx";
   ASSERT_TRUE(SaveOnnxModel(opt, path).ok());
   if (std::system("/usr/bin/python3 -c 'import onnx' 2>/dev/null") == 0) {
-    std::string cmd = "/usr/bin/python3 -c \"import onnx, sys; onnx.checker.check_model("
-                      "onnx.load(sys.argv[1]), full_check=True)\" " + path.string();
+    std::string cmd =
+        "/usr/bin/python3 -c \"import onnx, sys; onnx.checker.check_model("
+        "onnx.load(sys.argv[1]), full_check=True)\" " +
+        path.string();
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
   auto loaded = LoadOnnxModel(path);

@@ -31,7 +31,10 @@ inline Model CloneModel(const Model& m) {
 // A model under construction: ModelBuilder b; b.Input("x", {1, 3, 8, 8}); b.Node("Relu", ...).
 class ModelBuilder {
  public:
-  explicit ModelBuilder(int64_t opset = 17) { model_.opsets[""] = opset; model_.graph.name = "t"; }
+  explicit ModelBuilder(int64_t opset = 17) {
+    model_.opsets[""] = opset;
+    model_.graph.name = "t";
+  }
 
   ModelBuilder& Input(const std::string& name, Shape shape, DataType dt = DataType::kFloat32) {
     model_.graph.inputs.push_back(Info(name, shape, dt));
@@ -46,8 +49,7 @@ class ModelBuilder {
     return *this;
   }
   // Declared shape of an intermediate value (what shape inference would record).
-  ModelBuilder& ValueShape(const std::string& name, Shape shape,
-                           DataType dt = DataType::kFloat32) {
+  ModelBuilder& ValueShape(const std::string& name, Shape shape, DataType dt = DataType::kFloat32) {
     model_.graph.value_info[name] = Info(name, shape, dt);
     return *this;
   }
