@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <optional>
 #include <thread>
 
@@ -60,7 +61,9 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   void ReadHeader() {
     parser_.emplace();
-    parser_->body_limit(boost::none);  // checked by hand in OnHeader to answer 413 cleanly
+    // Checked by hand in OnHeader to answer 413 cleanly. (Not boost::none: Beast 1.74 compares
+    // the content length against an empty optional and reports body_limit.)
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
     parser_->header_limit(64 * 1024);
     stream_.expires_after(kIdleTimeout);
     http::async_read_header(stream_, buffer_, *parser_,

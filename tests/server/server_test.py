@@ -80,7 +80,7 @@ class Server:
                 self.http = m.group(1)
             if (m := re.search(r"gRPC KServe v2 listening on (\S+)", line)):
                 self.grpc = m.group(1)
-            if (m := re.search(r"metrics listening on (http://\S+)", line)):
+            if (m := re.search(r"metrics listening on (http://[^/\s]+:\d+)/metrics", line)):
                 self.metrics = m.group(1)
         if not (self.http and self.grpc and self.metrics):
             self.proc.kill()
