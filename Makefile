@@ -20,9 +20,11 @@ configure: $(BUILD)/build.ninja
 build: deps configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Unit tests, then the ONNX backend conformance suite (fails below the committed floor).
+# Unit tests, the real-model checks against PyTorch (models exported once into $(BUILD)/models),
+# then the ONNX backend conformance suite (fails below the committed floor).
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE slow
+	cd $(BUILD) && ctest --output-on-failure -j 1 -L models
 	$(MAKE) --no-print-directory conformance
 
 unit: build
