@@ -4,9 +4,25 @@
 // Run binds inputs by position (Graph::inputs order), initializers as read-only views, and values
 // captured from enclosing scopes through the parent frame. Intermediate tensors are released after
 // their last consumer.
+//
+// Memory (main graphs, ExecutorOptions::plan_memory): kernel outputs allocated through
+// KernelContext::AllocateOutput live in an arena owned by a run context. The first run of an input
+// shape signature allocates on the heap and records each output's size, its producing step and the
+// step of its last use (views such as Reshape outputs extend the lifetime of the buffer they
+// alias); PlanMemory (memory_planner.h) then assigns arena offsets, and later runs of that
+// signature hand out arena views with no heap allocation. Allocations larger than planned
+// (data-dependent shapes) fall back to the heap. Graph outputs are never in the arena: they are
+// heap-allocated, or copied when they alias one. Each concurrent Run takes its own run context
+// (arena + plan cache, at most `max_cached_plans` signatures, least recently used evicted) from a
+// pool, so the pool grows to the peak number of concurrent runs and its arenas are reused
+// afterwards.
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -21,6 +37,10 @@ namespace inferd {
 struct ExecutorOptions {
   // Intra-op threads for kernels (OpenMP); >= 1.
   int num_threads = 1;
+  // Plan activations into a per-run-context arena (main graphs only; subgraphs use the heap).
+  bool plan_memory = true;
+  // Input shape signatures whose plans each run context keeps.
+  size_t max_cached_plans = 8;
 };
 
 // Values of one run of one graph; the parent is the frame of the enclosing graph (for subgraphs).
@@ -28,9 +48,30 @@ class ExecutionFrame {
  public:
   // Finds a value by name in this frame or any enclosing one; nullptr if absent.
   virtual const Tensor* Lookup(const std::string& name) const = 0;
+  // Storage for output i of the node being computed: zero-initialised, from the run's arena when
+  // planned, else from the heap.
+  virtual Tensor AllocateOutput(size_t i, DataType dtype, Shape shape) const {
+    (void)i;
+    return Tensor::Allocate(dtype, std::move(shape));
+  }
 
  protected:
   ~ExecutionFrame() = default;
+};
+
+// The memory plan of the most recently planned input signature.
+struct MemoryPlanStats {
+  size_t arena_bytes = 0;       // planned peak: the arena size
+  size_t sum_tensor_bytes = 0;  // what the planned tensors would take without reuse
+  size_t planned_tensors = 0;
+};
+
+// Accumulated time of one node over the runs made while profiling was on.
+struct NodeProfile {
+  std::string name;
+  std::string op_type;
+  int64_t calls = 0;
+  double total_ms = 0;
 };
 
 class GraphExecutor {
@@ -40,25 +81,40 @@ class GraphExecutor {
   static StatusOr<std::shared_ptr<GraphExecutor>> Create(
       const Graph& graph, const Model& model, std::shared_ptr<ExecutionProvider> provider,
       const ExecutorOptions& options, const std::vector<std::string>& outer_scope = {});
+  ~GraphExecutor();
 
   const Graph& graph() const { return graph_; }
 
   // inputs: one per graph input, in order. outputs: one per graph output. `parent` resolves
   // captured values (null for a main graph). Output tensors always own their memory or share
-  // ownership of an initializer; never views into `inputs`.
+  // ownership of an initializer; never views into `inputs` or the arena.
   Status Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs,
              const ExecutionFrame* parent = nullptr) const;
+
+  MemoryPlanStats memory_stats() const;
+
+  // Per-node timing (wall clock around each Compute, summed over runs; costs two clock reads per
+  // node). Profile() lists nodes in execution order.
+  void set_profiling(bool on) const { profiling_.store(on); }
+  std::vector<NodeProfile> Profile() const;
+  void ResetProfile() const;
 
  private:
   struct Step {
     const Node* node;
     std::unique_ptr<OpKernel> kernel;
-    std::vector<int> inputs;           // value slot per input; -1 for omitted
-    std::vector<int> outputs;          // value slot per output; -1 for omitted
-    std::vector<int> release_after;    // slots whose last use is this step
+    std::vector<int> inputs;         // value slot per input; -1 for omitted
+    std::vector<int> outputs;        // value slot per output; -1 for omitted
+    std::vector<int> release_after;  // slots whose last use is this step
   };
-  GraphExecutor(const Graph& graph, const Model& model) : graph_(graph), model_(model) {}
+  struct RunContext;
+  struct ExecutionPlan;
+  class ContextLease;
+
+  GraphExecutor(const Graph& graph, const Model& model);
   int SlotOf(const std::string& name);
+  Status RunSteps(std::span<const Tensor> inputs, std::vector<Tensor>* outputs,
+                  const ExecutionFrame* parent, RunContext* context) const;
 
   const Graph& graph_;
   const Model& model_;
@@ -70,7 +126,17 @@ class GraphExecutor {
   std::vector<int> input_slots_;
   std::vector<int> output_slots_;
   std::vector<std::pair<int, const Tensor*>> constant_slots_;  // initializers
-  std::vector<int> outer_slots_;                              // captured from parent frames
+  std::vector<int> outer_slots_;                               // captured from parent frames
+  std::vector<int> slot_last_step_;  // step after which a produced slot is released; graph outputs:
+                                     // steps_.size()
+
+  mutable std::mutex pool_mu_;
+  mutable std::vector<std::unique_ptr<RunContext>> free_contexts_;  // guarded by pool_mu_
+  mutable MemoryPlanStats last_stats_;                              // guarded by pool_mu_
+
+  mutable std::atomic<bool> profiling_{false};
+  mutable std::mutex profile_mu_;
+  mutable std::vector<std::pair<int64_t, int64_t>> profile_;  // per step: calls, ns; profile_mu_
 };
 
 }  // namespace inferd

@@ -28,7 +28,9 @@ const Tensor* KernelInfo::ConstantInput(size_t i) const {
 }
 
 Tensor* KernelContext::AllocateOutput(size_t i, DataType dtype, Shape shape) {
-  outputs_[i] = Tensor::Allocate(dtype, std::move(shape));
+  // The frame hands out arena memory when the run is planned (graph_executor.h), else the heap.
+  outputs_[i] = frame_ ? frame_->AllocateOutput(i, dtype, std::move(shape))
+                       : Tensor::Allocate(dtype, std::move(shape));
   return &outputs_[i];
 }
 

@@ -45,6 +45,8 @@ class Session {
   const std::vector<ValueInfo>& inputs() const { return required_inputs_; }
   const std::vector<ValueInfo>& outputs() const { return model_->graph.outputs; }
   int num_threads() const { return num_threads_; }
+  // The main graph's executor: memory-plan statistics and per-node profiling (graph_executor.h).
+  const GraphExecutor& executor() const { return *executor_; }
 
   // Validates count, dtype, rank and fixed dims of `inputs` against the model (INVALID_ARGUMENT
   // naming the input on mismatch), then runs.

@@ -1,6 +1,9 @@
 #include "kernels/cpu/nn_common.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <memory>
 
 namespace inferd::cpu {
 
@@ -106,6 +109,25 @@ dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims, dnnl::memory::data_
   return dnnl::memory::desc(dims, dt, PlainStrides(dims));
 }
 
+void* ThreadScratch(int which, size_t bytes) {
+  struct Slot {
+    struct Free {
+      void operator()(void* p) const { std::free(p); }
+    };
+    std::unique_ptr<void, Free> data;
+    size_t capacity = 0;
+  };
+  thread_local std::array<Slot, 4> slots;
+  if (which < 0 || which >= static_cast<int>(slots.size())) return nullptr;
+  Slot& slot = slots[which];
+  if (bytes > slot.capacity) {
+    const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+    slot.data.reset(std::aligned_alloc(64, rounded));
+    slot.capacity = slot.data ? rounded : 0;
+  }
+  return slot.data.get();
+}
+
 Tensor ToFloat32(const Tensor& t) {
   if (t.dtype() == DataType::kFloat32) return t;
   Tensor f = Tensor::Allocate(DataType::kFloat32, t.shape());
@@ -160,6 +182,12 @@ Status ParseFusedActivation(const Node& node, dnnl::post_ops* ops) {
     ops->append_eltwise(1.f, A::eltwise_tanh, 0.f, 0.f);
   } else if (act == "Clip") {
     ops->append_eltwise(1.f, A::eltwise_clip, param(0, -3.4e38f), param(1, 3.4e38f));
+  } else if (act == "Gelu") {  // added by the fusion passes: erf form
+    ops->append_eltwise(1.f, A::eltwise_gelu_erf, 0.f, 0.f);
+  } else if (act == "GeluTanh") {  // tanh approximation
+    ops->append_eltwise(1.f, A::eltwise_gelu_tanh, 0.f, 0.f);
+  } else if (act == "HardSwish") {  // x * relu6(x + 3) / 6 (ONNX alpha 1/6, beta 0.5)
+    ops->append_eltwise(1.f, A::eltwise_hardswish, 0.f, 0.f);
   } else if (act == "HardSigmoid") {
     ops->append_eltwise(1.f, A::eltwise_linear, param(0, 0.2f), param(1, 0.5f));
     ops->append_eltwise(1.f, A::eltwise_clip, 0.f, 1.f);

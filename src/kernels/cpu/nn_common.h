@@ -57,10 +57,17 @@ Tensor ToFloat32(const Tensor& t);
 void SetOutputFromFloat32(KernelContext& ctx, size_t i, DataType dtype, const Tensor& f32);
 
 // Builds post-ops for an optional fused activation given by the node attributes "activation"
-// ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid") and "activation_params"
+// ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "Gelu" (erf), "GeluTanh",
+// "HardSwish") and "activation_params"
 // (floats). No attribute: empty post-ops. This is how graph fusion passes attach an activation to
 // Conv/MatMul/Gemm nodes (in the ai.inferd domain or as an extra attribute).
 Status ParseFusedActivation(const Node& node, dnnl::post_ops* ops);
+
+// Per-thread scratch memory for layout conversions around oneDNN primitives (an activation
+// reordered into a blocked layout and back). Slot `which` (0..3) grows to the largest request seen
+// on this thread and is reused, so steady-state calls allocate nothing; it stays valid until the
+// next call with the same slot on the same thread. Null when the memory is not available.
+void* ThreadScratch(int which, size_t bytes);
 
 // Runs fn and converts a dnnl::error (or std::exception) into an Internal status naming `node`.
 template <typename Fn>

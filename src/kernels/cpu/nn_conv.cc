@@ -3,6 +3,7 @@
 // oneDNN picks the activation and weight layouts (format_tag::any): activations are reordered in
 // and out of its blocked layout per call, constant weights are reordered once per cached plan.
 // Plans (primitive + reordered weights) are cached per input/weight shape.
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,13 +27,24 @@ Shape CacheKey(const Shape& x, const Shape& w) {
   return k;
 }
 
-// Reorders `src` (plain) into `md` unless it already has that layout; returns the memory to use.
-memory ReorderIfNeeded(const memory& src, const memory::desc& md, dnnl::stream& s) {
+// Memory for `md` in per-thread scratch slot `which` (no allocation in steady state).
+memory ScratchMemory(const memory::desc& md, int which) {
+  void* p = ThreadScratch(which, md.get_size());
+  if (p == nullptr) throw std::bad_alloc();
+  return memory(md, DnnlEngine(), p);
+}
+
+// Reorders `src` (plain) into `md` unless it already has that layout; returns the memory to use,
+// which may live in scratch slot `which`.
+memory ReorderIfNeeded(const memory& src, const memory::desc& md, dnnl::stream& s, int which) {
   if (src.get_desc() == md) return src;
-  memory dst(md, DnnlEngine());
+  memory dst = ScratchMemory(md, which);
   dnnl::reorder(src, dst).execute(s, const_cast<memory&>(src), dst);
   return dst;
 }
+
+// Scratch slots of one Compute call.
+constexpr int kScratchSrc = 0, kScratchWeights = 1, kScratchDst = 2;
 
 // State common to Conv and ConvTranspose: attributes, constant weights, the plan cache.
 template <typename Plan>
@@ -85,7 +97,13 @@ struct ConvPlan {
 
 class ConvKernel final : public WindowedKernel<ConvPlan> {
  public:
-  Status Init(const KernelInfo& info) override { return InitCommon(info); }
+  Status Init(const KernelInfo& info) override {
+    // ai.inferd.Conv (residual-Add fusion, src/optimizer): an optional 4th input Z is added to
+    // the result before the fused activation, through oneDNN's sum post-op (first in the list).
+    has_sum_ = info.NumInputs() > 3 && !info.node().inputs[3].empty();
+    if (has_sum_) post_ops_.append_sum(1.f);
+    return InitCommon(info);
+  }
 
   Status Compute(KernelContext& ctx) const override {
     return DnnlTry(ctx.node(), [&] { return Run(ctx); });
@@ -130,6 +148,12 @@ class ConvKernel final : public WindowedKernel<ConvPlan> {
                        return BuildPlan(node, xs, ws, b_in != nullptr);
                      }));
     const DataType dtype = x_in->dtype();
+    const Tensor* z = has_sum_ ? ctx.Input(3) : nullptr;
+    if (has_sum_ && (!z || dtype != DataType::kFloat32 || z->dtype() != DataType::kFloat32 ||
+                     z->shape() != plan->out_shape)) {
+      return InvalidArgument("{}: the fused residual input must be float32 of shape {}",
+                             node.Describe(), ShapeToString(plan->out_shape));
+    }
     if (n == 0 || NumElements(plan->out_shape) == 0) {
       ctx.AllocateOutput(0, dtype, plan->out_shape);
       return Status::Ok();
@@ -139,22 +163,31 @@ class ConvKernel final : public WindowedKernel<ConvPlan> {
                                            : Tensor::Allocate(DataType::kFloat32, plan->out_shape);
     dnnl::engine& eng = DnnlEngine();
     dnnl::stream s(eng);
-    memory src = ReorderIfNeeded(memory(plan->user_src_md, eng, x.raw_data()), plan->src_md, s);
+    memory src = ReorderIfNeeded(memory(plan->user_src_md, eng, x.raw_data()), plan->src_md, s, kScratchSrc);
     memory weights = plan->weights;
     Tensor w;
     if (!weights) {
       w = ToFloat32(*w_in);
       weights = ReorderIfNeeded(memory(plan->user_weights_md, eng, w.raw_data()),
-                                plan->weights_md, s);
+                                plan->weights_md, s, kScratchWeights);
     }
     memory user_dst(plan->user_dst_md, eng, y.raw_data());
-    memory dst = plan->dst_md == plan->user_dst_md ? user_dst : memory(plan->dst_md, eng);
+    memory dst =
+        plan->dst_md == plan->user_dst_md ? user_dst : ScratchMemory(plan->dst_md, kScratchDst);
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
     Tensor b;
     if (b_in) {
       b = const_b_.defined() ? const_b_ : ToFloat32(*b_in);
       args[DNNL_ARG_BIAS] = memory(PlainDesc({m}), eng, b.raw_data());
+    }
+    if (z) {  // the sum post-op accumulates onto what dst holds: Z, in the primitive's layout
+      memory user_z(plan->user_dst_md, eng, const_cast<void*>(z->raw_data()));
+      if (dst != user_dst) {
+        dnnl::reorder(user_z, dst).execute(s, user_z, dst);
+      } else if (z->raw_data() != y.raw_data()) {
+        std::memcpy(y.raw_data(), z->raw_data(), z->NumElements() * sizeof(float));
+      }
     }
     plan->prim.execute(s, args);
     if (dst != user_dst) dnnl::reorder(dst, user_dst).execute(s, dst, user_dst);
@@ -207,6 +240,8 @@ class ConvKernel final : public WindowedKernel<ConvPlan> {
     }
     return std::shared_ptr<const ConvPlan>(std::move(plan));
   }
+
+  bool has_sum_ = false;  // ai.inferd.Conv with a residual input Z (input 3)
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -280,16 +315,17 @@ class ConvTransposeKernel final : public WindowedKernel<DeconvPlan> {
     Tensor full = plan->crop ? Tensor::Allocate(DataType::kFloat32, plan->prim_shape) : y;
     dnnl::engine& eng = DnnlEngine();
     dnnl::stream s(eng);
-    memory src = ReorderIfNeeded(memory(plan->user_src_md, eng, x.raw_data()), plan->src_md, s);
+    memory src = ReorderIfNeeded(memory(plan->user_src_md, eng, x.raw_data()), plan->src_md, s, kScratchSrc);
     memory weights = plan->weights;
     Tensor w;
     if (!weights) {
       w = ToFloat32(*w_in);
       weights = ReorderIfNeeded(memory(plan->user_weights_md, eng, w.raw_data()),
-                                plan->weights_md, s);
+                                plan->weights_md, s, kScratchWeights);
     }
     memory user_dst(plan->prim_dst_md, eng, full.raw_data());
-    memory dst = plan->dst_md == plan->prim_dst_md ? user_dst : memory(plan->dst_md, eng);
+    memory dst =
+        plan->dst_md == plan->prim_dst_md ? user_dst : ScratchMemory(plan->dst_md, kScratchDst);
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
     if (b_in && !plan->crop) args[DNNL_ARG_BIAS] = memory(PlainDesc({m}), eng, b.raw_data());

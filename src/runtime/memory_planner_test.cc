@@ -1,0 +1,220 @@
+// Memory planner and arena: placement unit tests, and an end-to-end check that a steady-state Run
+// of a small conv/matmul model allocates nothing for its activations (global allocation functions
+// are replaced in this test binary to count calls).
+#include "runtime/memory_planner.h"
+
+// operator new/delete below are malloc/free based on purpose.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+#include <gtest/gtest.h>
+#include <malloc.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <new>
+#include <thread>
+
+#include "runtime/session.h"
+#include "runtime/test_util.h"
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<int64_t> g_aligned_allocs{
+    0};                                // aligned_alloc (Tensor), posix_memalign >= 4 KiB (oneDNN)
+std::atomic<int64_t> g_large_news{0};  // operator new of >= 4 KiB
+constexpr size_t kLarge = 4096;
+}  // namespace
+
+extern "C" void* aligned_alloc(size_t alignment, size_t size) noexcept {
+  if (g_counting.load(std::memory_order_relaxed)) g_aligned_allocs.fetch_add(1);
+  return memalign(alignment, size);
+}
+extern "C" int posix_memalign(void** p, size_t alignment, size_t size) noexcept {
+  // oneDNN allocates its small objects (memory, stream) this way too: count buffers only.
+  if (size >= kLarge && g_counting.load(std::memory_order_relaxed)) g_aligned_allocs.fetch_add(1);
+  *p = memalign(alignment, size);
+  return *p || size == 0 ? 0 : ENOMEM;
+}
+
+void* operator new(size_t size) {
+  if (size >= kLarge && g_counting.load(std::memory_order_relaxed)) g_large_news.fetch_add(1);
+  if (void* p = std::malloc(size ? size : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+namespace inferd {
+namespace {
+
+using testing::AttrInt;
+using testing::AttrInts;
+using testing::ExpectTensorNear;
+using testing::RandomFloat;
+
+bool Overlap(const BufferRequest& a, size_t oa, const BufferRequest& b, size_t ob) {
+  const bool in_time = !(a.last < b.first || b.last < a.first);
+  const bool in_space = oa < ob + b.bytes && ob < oa + a.bytes;
+  return in_time && in_space;
+}
+
+TEST(MemoryPlannerTest, ChainReusesMemory) {
+  // A chain: each buffer is read by the next step only, so two slots suffice.
+  std::vector<BufferRequest> reqs = {{4096, 0, 1}, {4096, 1, 2}, {4096, 2, 3}, {4096, 3, 4}};
+  MemoryPlan p = PlanMemory(reqs);
+  EXPECT_EQ(p.arena_bytes, 8192u);
+  EXPECT_EQ(p.sum_bytes, 4 * 4096u);
+  EXPECT_EQ(p.offsets[0], p.offsets[2]);
+  EXPECT_NE(p.offsets[0], p.offsets[1]);
+}
+
+TEST(MemoryPlannerTest, NoOverlapAndAlignedOnRandomRequests) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<BufferRequest> reqs;
+    for (int i = 0; i < 60; ++i) {
+      int first = static_cast<int>(rng() % 40);
+      reqs.push_back({1 + rng() % 100000, first, first + static_cast<int>(rng() % 10)});
+    }
+    MemoryPlan p = PlanMemory(reqs, 64);
+    size_t peak_live = 0;
+    for (int s = 0; s < 50; ++s) {
+      size_t live = 0;
+      for (const auto& r : reqs) live += (r.first <= s && s <= r.last) ? r.bytes : 0;
+      peak_live = std::max(peak_live, live);
+    }
+    EXPECT_GE(p.arena_bytes, peak_live);
+    EXPECT_LE(p.arena_bytes, p.sum_bytes);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      EXPECT_EQ(p.offsets[i] % 64, 0u);
+      EXPECT_LE(p.offsets[i] + reqs[i].bytes, p.arena_bytes);
+      for (size_t j = i + 1; j < reqs.size(); ++j) {
+        EXPECT_FALSE(Overlap(reqs[i], p.offsets[i], reqs[j], p.offsets[j])) << i << " vs " << j;
+      }
+    }
+  }
+}
+
+TEST(MemoryPlannerTest, BestFitUsesSmallestGap) {
+  // 0 and 1 live at step 0..1 side by side; 2 (small) lives later and fits where 0 was.
+  std::vector<BufferRequest> reqs = {{1024, 0, 1}, {4096, 0, 3}, {512, 2, 3}};
+  MemoryPlan p = PlanMemory(reqs);
+  EXPECT_EQ(p.arena_bytes, 4096u + 1024u);
+  EXPECT_EQ(p.offsets[2], p.offsets[0]);
+}
+
+ValueInfo Decl(std::string name, std::vector<int64_t> dims) {
+  ValueInfo vi;
+  vi.name = std::move(name);
+  vi.dtype = DataType::kFloat32;
+  std::vector<Dim> shape;
+  for (int64_t d : dims) {
+    Dim dim;
+    if (d >= 0)
+      dim.value = d;
+    else
+      dim.param = "batch";
+    shape.push_back(dim);
+  }
+  vi.shape = shape;
+  return vi;
+}
+
+// x[N,3,16,16] -> Conv(8, 3x3, pad 1) -> Relu -> Reshape[N, 2048] -> MatMul(2048x10) -> Add
+//   -> y (graph output); Reshape's view keeps the Relu buffer alive until MatMul.
+Model ConvMatMulModel() {
+  Model m;
+  m.opsets[""] = 13;
+  Graph& g = m.graph;
+  g.name = "conv_matmul";
+  g.inputs = {Decl("x", {-1, 3, 16, 16})};
+  g.outputs = {Decl("y", {-1, 10})};
+  g.initializers["w"] = RandomFloat({8, 3, 3, 3}, -0.5f, 0.5f, 1);
+  g.initializers["b"] = RandomFloat({8}, -0.5f, 0.5f, 2);
+  g.initializers["shape"] = Tensor::FromVector<int64_t>({-1, 2048});
+  g.initializers["fc"] = RandomFloat({2048, 10}, -0.1f, 0.1f, 3);
+  g.initializers["fcb"] = RandomFloat({10}, -0.1f, 0.1f, 4);
+  Node* conv = g.AddNode("Conv", {"x", "w", "b"}, {"c"}, "conv");
+  conv->attributes["pads"] = AttrInts({1, 1, 1, 1});
+  g.AddNode("Relu", {"c"}, {"r"}, "relu");
+  g.AddNode("Reshape", {"r", "shape"}, {"flat"}, "flatten");
+  g.AddNode("MatMul", {"flat", "fc"}, {"mm"}, "fc");
+  g.AddNode("Add", {"mm", "fcb"}, {"y"}, "fc_bias");
+  return m;
+}
+
+std::unique_ptr<Session> MakeSession(Model model) {
+  SessionOptions opts;
+  opts.num_threads = 2;
+  opts.optimization_level = OptimizationLevel::kNone;
+  auto s = Session::Create(std::move(model), opts);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+TEST(MemoryPlannerTest, SteadyStateRunAllocatesNoActivations) {
+  auto session = MakeSession(ConvMatMulModel());
+  ASSERT_TRUE(session);
+  Tensor x = RandomFloat({2, 3, 16, 16});
+  std::vector<Tensor> first, out;
+  ASSERT_TRUE(session->Run({x}, &first).ok());  // records sizes on the heap
+  ASSERT_TRUE(session->Run({x}, &out).ok());    // first planned run
+  ExpectTensorNear(out[0], first[0], 0, 0);
+
+  g_aligned_allocs = 0;
+  g_large_news = 0;
+  g_counting = true;
+  Status st = session->Run({x}, &out);
+  g_counting = false;
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  // The graph output is the only tensor allocated (it is returned to the caller).
+  EXPECT_EQ(g_aligned_allocs.load(), 1);
+  EXPECT_EQ(g_large_news.load(), 0);
+  ExpectTensorNear(out[0], first[0], 0, 0);
+
+  MemoryPlanStats stats = session->executor().memory_stats();
+  EXPECT_EQ(stats.planned_tensors, 3u);  // c, r, mm (flat is a view; y is the output)
+  EXPECT_LT(stats.arena_bytes, stats.sum_tensor_bytes);
+}
+
+TEST(MemoryPlannerTest, NewShapesGetTheirOwnPlansAndStayCorrect) {
+  auto session = MakeSession(ConvMatMulModel());
+  ASSERT_TRUE(session);
+  std::vector<Tensor> a, b, out;
+  Tensor x1 = RandomFloat({1, 3, 16, 16}, -1, 1, 11), x4 = RandomFloat({4, 3, 16, 16}, -1, 1, 12);
+  ASSERT_TRUE(session->Run({x1}, &a).ok());
+  ASSERT_TRUE(session->Run({x4}, &b).ok());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(session->Run({x1}, &out).ok());
+    ExpectTensorNear(out[0], a[0], 0, 0);
+    ASSERT_TRUE(session->Run({x4}, &out).ok());
+    ExpectTensorNear(out[0], b[0], 0, 0);
+  }
+}
+
+TEST(MemoryPlannerTest, ConcurrentPlannedRunsAgree) {
+  auto session = MakeSession(ConvMatMulModel());
+  ASSERT_TRUE(session);
+  Tensor x = RandomFloat({3, 3, 16, 16}, -1, 1, 5);
+  std::vector<Tensor> ref;
+  ASSERT_TRUE(session->Run({x}, &ref).ok());
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10; ++i) {
+        std::vector<Tensor> out;
+        if (!session->Run({x}, &out).ok() || out[0].ByteSize() != ref[0].ByteSize() ||
+            std::memcmp(out[0].raw_data(), ref[0].raw_data(), ref[0].ByteSize()) != 0) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+}  // namespace
+}  // namespace inferd
