@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/status.h"
+#include "loadgen/server_bench.h"
 #include "tools/inspect_command.h"
 #include "tools/optimize_command.h"
 #include "tools/run_command.h"
@@ -30,6 +31,11 @@ int Fail(const std::string& message) {
 int Report(const inferd::Status& status) { return status.ok() ? 0 : Fail(status.message()); }
 
 int Main(int argc, char** argv) {
+  // `inferd bench --url ...` loads a server (src/loadgen); without --url, bench is in-process.
+  if (argc > 1 && std::string(argv[1]) == "bench" &&
+      inferd::loadgen::WantsServerBench(argc - 1, argv + 1)) {
+    return inferd::loadgen::ServerBenchMain(argc - 1, argv + 1);
+  }
   CLI::App app{"inferd: an ONNX inference engine (run, inspect; serving comes later)", "inferd"};
   app.set_version_flag("--version", std::string("inferd ") + kVersion);
   app.require_subcommand(1, 1);
