@@ -9,6 +9,7 @@
 #include "optimizer/dead_node_elimination.h"
 #include "optimizer/matmul_add_fusion.h"
 #include "optimizer/noop_elimination.h"
+#include "optimizer/qdq_fusion.h"
 
 namespace inferd {
 namespace {
@@ -38,6 +39,9 @@ std::vector<std::unique_ptr<GraphPass>> BuildPipeline(const Model& model, Optimi
   passes.push_back(std::make_unique<ConvBnFusion>());
   passes.push_back(std::make_unique<ConvMulAddFusion>());
   passes.push_back(std::make_unique<MatMulAddFusion>());
+  // (quant) QDQ → QLinearConv/QLinearMatMul after the float fusions (which never match QDQ
+  //    patterns) and before dead-node elimination, which drops the DQ/Q pairs it disconnects.
+  passes.push_back(std::make_unique<QdqFusion>());
   // 5. Dead-node elimination last: it drops what the passes above disconnected (replaced nodes,
   //    original weights of folded Convs, inputs of folded constants).
   passes.push_back(std::make_unique<DeadNodeElimination>());

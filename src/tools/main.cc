@@ -11,6 +11,7 @@
 #include "loadgen/server_bench.h"
 #include "tools/inspect_command.h"
 #include "tools/optimize_command.h"
+#include "tools/quantize_command.h"
 #include "tools/run_command.h"
 #include "tools/serve_command.h"
 
@@ -76,9 +77,11 @@ int Main(int argc, char** argv) {
   inferd::tools::ServeOptions serve;
   CLI::App* serve_cmd = inferd::tools::AddServeSubcommand(app, &serve);
 
+  inferd::tools::QuantizeCommandOptions quantize;
+  CLI::App* quantize_cmd = inferd::tools::AddQuantizeSubcommand(app, &quantize);
+
   // Registered so `inferd --help` shows the planned interface; each exits with an error for now.
   const char* planned[][2] = {
-      {"quantize", "Quantize a model to int8/bf16/fp16/int4 (not implemented yet)"},
       {"bench", "Measure latency and throughput (not implemented yet)"},
   };
   for (const auto& p : planned) {
@@ -114,6 +117,9 @@ int Main(int argc, char** argv) {
     optimize.input = optimize_in;
     optimize.output = optimize_out;
     return Report(inferd::tools::OptimizeModelCommand(optimize, std::cout));
+  }
+  if (quantize_cmd->parsed()) {
+    return Report(inferd::tools::QuantizeModelCommand(quantize, std::cout));
   }
   if (serve_cmd->parsed()) return Report(inferd::tools::ServeCommand(serve));
   if (inspect_cmd->parsed()) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/quant_conv_dnnl.h"
 #include "kernels/cpu/quant_util.h"
 #include "kernels/cpu/register.h"
 
@@ -192,14 +193,79 @@ class ConvIntegerKernel final : public OpKernel {
   ConvAttrs attrs_;
 };
 
-// QLinearConv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B?).
+// QLinearConv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B?). With constant quantization
+// parameters, symmetric int8 weights and per-tensor activations it runs on oneDNN's int8
+// convolution (quant_conv_dnnl.h); anything else takes the int32 reference path.
 class QLinearConvKernel final : public OpKernel {
  public:
   Status Init(const KernelInfo& info) override {
     attrs_ = ParseConvAttrs(info.node());
+    fast_ = TryFastPath(info);
     return Status::Ok();
   }
   Status Compute(KernelContext& ctx) const override {
+    if (fast_ && ctx.Input(0) && ctx.Input(0)->dtype() == x_type_ && ctx.Input(0)->rank() >= 3) {
+      const Tensor& x = *ctx.Input(0);
+      StatusOr<Shape> shape = fast_->OutputShape(ctx.node(), x.shape());
+      if (shape.ok()) {
+        Tensor* y = ctx.AllocateOutput(0, y_type_, *shape);
+        Status st = fast_->Run(ctx.node(), x, y);
+        if (st.ok() || st.code() != StatusCode::kInternal) return st;
+      } else if (shape.status().code() != StatusCode::kInternal) {
+        return shape.status();
+      }
+      // oneDNN could not build this case: fall through to the reference loops.
+    }
+    return ComputeReference(ctx);
+  }
+
+ private:
+  // The oneDNN path when every parameter but x is a constant of the supported form.
+  std::unique_ptr<DnnlQConv> TryFastPath(const KernelInfo& info) {
+    const Tensor* xs = info.ConstantInput(1);
+    const Tensor* xzp = info.ConstantInput(2);
+    const Tensor* w = info.ConstantInput(3);
+    const Tensor* ws = info.ConstantInput(4);
+    const Tensor* wzp = info.ConstantInput(5);
+    const Tensor* ys = info.ConstantInput(6);
+    const Tensor* yzp = info.ConstantInput(7);
+    const Tensor* b = info.NumInputs() > 8 ? info.ConstantInput(8) : nullptr;
+    if (!xs || !xzp || !w || !ws || !ys || !yzp) return nullptr;
+    if (info.NumInputs() > 8 && !info.node().inputs[8].empty() && !b) return nullptr;
+    if (xs->NumElements() != 1 || xzp->NumElements() != 1 || ys->NumElements() != 1 ||
+        yzp->NumElements() != 1 || xs->dtype() != DataType::kFloat32 ||
+        ys->dtype() != DataType::kFloat32 || ws->dtype() != DataType::kFloat32) {
+      return nullptr;
+    }
+    if (w->dtype() != DataType::kInt8 || w->rank() < 3 || !IsQuantType(xzp->dtype()) ||
+        !IsQuantType(yzp->dtype())) {
+      return nullptr;
+    }
+    if (wzp) {
+      for (int64_t i = 0; i < wzp->NumElements(); ++i) {
+        if (wzp->GetAsInt64(i) != 0) return nullptr;
+      }
+    }
+    QConvParams p;
+    p.x_type = x_type_ = xzp->dtype();
+    p.y_type = y_type_ = yzp->dtype();
+    p.x_scale = xs->data<float>()[0];
+    p.y_scale = ys->data<float>()[0];
+    p.x_zero_point = static_cast<int32_t>(xzp->GetAsInt64(0));
+    p.y_zero_point = static_cast<int32_t>(yzp->GetAsInt64(0));
+    p.w_scales.assign(ws->data<float>(), ws->data<float>() + ws->NumElements());
+    p.weights = *w;
+    if (b) {
+      if (b->dtype() != DataType::kInt32 || b->NumElements() != w->dim(0)) return nullptr;
+      p.bias.assign(b->data<int32_t>(), b->data<int32_t>() + b->NumElements());
+    }
+    p.group = attrs_.group;
+    if (!p.window.Parse(info.node(), false).ok()) return nullptr;
+    StatusOr<std::unique_ptr<DnnlQConv>> conv = DnnlQConv::Create(std::move(p));
+    return conv.ok() ? std::move(*conv) : nullptr;
+  }
+
+  Status ComputeReference(KernelContext& ctx) const {
     RETURN_IF_ERROR(CheckQuantOperand(ctx.Input(0), "QLinearConv x"));
     RETURN_IF_ERROR(CheckQuantOperand(ctx.Input(3), "QLinearConv w"));
     const Tensor& x = *ctx.Input(0);
@@ -233,8 +299,9 @@ class QLinearConvKernel final : public OpKernel {
     return Status::Ok();
   }
 
- private:
   ConvAttrs attrs_;
+  std::unique_ptr<DnnlQConv> fast_;
+  DataType x_type_ = DataType::kUInt8, y_type_ = DataType::kUInt8;
 };
 
 }  // namespace

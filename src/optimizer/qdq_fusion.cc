@@ -1,0 +1,169 @@
+#include "optimizer/qdq_fusion.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "optimizer/graph_edit.h"
+
+namespace inferd {
+namespace {
+
+bool IsStd(const Node& n, const char* op) {
+  return n.op_type == op && (n.domain.empty() || n.domain == "ai.onnx");
+}
+
+bool IsQuant8(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
+
+// A DequantizeLinear/QuantizeLinear with constant per-tensor float scale and 8-bit zero point.
+struct QParams {
+  std::string scale, zero_point;  // value names (zero_point may be created)
+  float scale_value = 0;
+  int64_t zp_value = 0;
+  DataType type = DataType::kUndefined;
+};
+
+bool PerTensorParams(GraphEditor& ed, const Node& n, QParams* p) {
+  if (!n.HasInput(1)) return false;
+  const Tensor* s = ed.Constant(n.inputs[1]);
+  if (!s || s->dtype() != DataType::kFloat32 || s->NumElements() != 1) return false;
+  p->scale = n.inputs[1];
+  p->scale_value = s->data<float>()[0];
+  if (n.HasInput(2)) {
+    const Tensor* z = ed.Constant(n.inputs[2]);
+    if (!z || !IsQuant8(z->dtype()) || z->NumElements() != 1) return false;
+    p->zero_point = n.inputs[2];
+    p->zp_value = z->GetAsInt64(0);
+    p->type = z->dtype();
+  } else {
+    p->zero_point = ed.AddInitializer(n.inputs[1] + "_zero_point", Tensor::Scalar<uint8_t>(0));
+    p->type = DataType::kUInt8;
+  }
+  return std::isfinite(p->scale_value) && p->scale_value > 0;
+}
+
+// The DQ of a constant int8 weight with zero points 0; scales must be 1 or `channels` values
+// along `axis` of the weight.
+bool WeightParams(GraphEditor& ed, const Node& dq, int64_t axis, std::string* w,
+                  std::vector<float>* scales) {
+  if (!IsStd(dq, "DequantizeLinear") || !dq.HasInput(1)) return false;
+  const Tensor* q = ed.Constant(dq.inputs[0]);
+  const Tensor* s = ed.Constant(dq.inputs[1]);
+  if (!q || q->dtype() != DataType::kInt8 || !s || s->dtype() != DataType::kFloat32) return false;
+  if (dq.HasInput(2)) {
+    const Tensor* z = ed.Constant(dq.inputs[2]);
+    if (!z) return false;
+    for (int64_t i = 0; i < z->NumElements(); ++i) {
+      if (z->GetAsInt64(i) != 0) return false;
+    }
+  }
+  if (s->NumElements() != 1) {
+    int64_t a = dq.GetInt("axis", 1);
+    if (a < 0) a += q->rank();
+    if (a != axis || s->NumElements() != q->dim(axis)) return false;
+  }
+  *w = dq.inputs[0];
+  scales->assign(s->data<float>(), s->data<float>() + s->NumElements());
+  return true;
+}
+
+// Float values of a constant bias: a float initializer or DQ(constant).
+bool BiasValues(GraphEditor& ed, const std::string& name, int64_t m, std::vector<float>* out) {
+  if (const Tensor* b = ed.Constant(name)) {
+    if (b->dtype() != DataType::kFloat32 || b->NumElements() != m) return false;
+    out->assign(b->data<float>(), b->data<float>() + m);
+    return true;
+  }
+  Node* dq = ed.Producer(name);
+  if (!dq || !IsStd(*dq, "DequantizeLinear") || !dq->HasInput(1)) return false;
+  const Tensor* q = ed.Constant(dq->inputs[0]);
+  const Tensor* s = ed.Constant(dq->inputs[1]);
+  const Tensor* z = dq->HasInput(2) ? ed.Constant(dq->inputs[2]) : nullptr;
+  if (!q || !s || q->NumElements() != m || s->dtype() != DataType::kFloat32) return false;
+  if (dq->HasInput(2) && !z) return false;
+  if (s->NumElements() != 1 && s->NumElements() != m) return false;
+  if (z && z->NumElements() != 1 && z->NumElements() != m) return false;
+  out->resize(m);
+  for (int64_t i = 0; i < m; ++i) {
+    float sc = s->data<float>()[s->NumElements() == 1 ? 0 : i];
+    double zp = z ? z->GetAsDouble(z->NumElements() == 1 ? 0 : i) : 0.0;
+    (*out)[i] = static_cast<float>((q->GetAsDouble(i) - zp) * sc);
+  }
+  return true;
+}
+
+// The Q that ends the pattern after `op` (past an absorbable Relu), or null. Sets `relu`.
+Node* TrailingQuantize(GraphEditor& ed, Node* op, Node** relu, QParams* y) {
+  *relu = nullptr;
+  Node* next = ed.SoleConsumer(op->outputs[0]);
+  if (next && IsStd(*next, "Relu")) {
+    *relu = next;
+    next = ed.SoleConsumer(next->outputs[0]);
+  }
+  if (!next || !IsStd(*next, "QuantizeLinear") || next->GetInt("saturate", 1) != 1) return nullptr;
+  if (!PerTensorParams(ed, *next, y)) return nullptr;
+  if (*relu) {
+    int64_t qmin = y->type == DataType::kUInt8 ? 0 : -128;
+    if (y->zp_value != qmin) return nullptr;
+  }
+  return next;
+}
+
+}  // namespace
+
+StatusOr<int> QdqFusion::Run(Graph& graph) const {
+  GraphEditor ed(graph);
+  int fired = 0;
+  for (Node* op : ed.Nodes()) {
+    const bool conv = IsStd(*op, "Conv");
+    if ((!conv && !IsStd(*op, "MatMul")) || ed.IsRemoved(op) || op->NumInputs() < 2) continue;
+    Node* dq_x = ed.Producer(op->inputs[0]);
+    Node* dq_w = ed.Producer(op->inputs[1]);
+    if (!dq_x || !dq_w || !IsStd(*dq_x, "DequantizeLinear")) continue;
+    const Tensor* wq = ed.Constant(dq_w->inputs[0]);
+    if (!wq || (conv && wq->rank() < 3) || (!conv && wq->rank() != 2)) continue;
+    QParams x, y;
+    if (!PerTensorParams(ed, *dq_x, &x)) continue;
+    std::string w;
+    std::vector<float> w_scales;
+    if (!WeightParams(ed, *dq_w, conv ? 0 : 1, &w, &w_scales)) continue;
+    const int64_t m = conv ? wq->dim(0) : wq->dim(1);
+    std::vector<float> bias;
+    if (conv && op->HasInput(2) && !BiasValues(ed, op->inputs[2], m, &bias)) continue;
+    Node* relu = nullptr;
+    Node* q = TrailingQuantize(ed, op, &relu, &y);
+    if (!q) continue;
+    // Bias in the accumulator's scale.
+    std::string bias_name;
+    if (!bias.empty()) {
+      Tensor b = Tensor::Allocate(DataType::kInt32, {m});
+      for (int64_t i = 0; i < m; ++i) {
+        double s = double(x.scale_value) * w_scales[w_scales.size() == 1 ? 0 : i];
+        double v = std::nearbyint(bias[i] / s);
+        b.data<int32_t>()[i] = static_cast<int32_t>(std::clamp(v, -2147483647.0, 2147483647.0));
+      }
+      bias_name = ed.AddInitializer(op->inputs[2] + "_int32", b);
+    }
+    std::string w_scale = dq_w->inputs[1];
+    std::string w_zp = ed.AddInitializer(
+        w + "_zero_point",
+        w_scales.size() == 1 ? Tensor::Scalar<int8_t>(0)
+                             : Tensor::Allocate(DataType::kInt8, {static_cast<int64_t>(m)}));
+    std::string x_q = dq_x->inputs[0];
+    const std::string out = q->outputs[0];
+    ed.RemoveNode(q);
+    if (relu) ed.RemoveNode(relu);
+    ed.EditNode(op, [&](Node& n) {
+      n.op_type = conv ? "QLinearConv" : "QLinearMatMul";
+      n.domain = "";
+      n.inputs = {x_q, x.scale, x.zero_point, w, w_scale, w_zp, y.scale, y.zero_point};
+      if (!bias_name.empty()) n.inputs.push_back(bias_name);
+      n.outputs = {out};
+    });
+    ++fired;
+  }
+  RETURN_IF_ERROR(ed.Commit());
+  return fired;
+}
+
+}  // namespace inferd

@@ -1,0 +1,23 @@
+// FP16 / BF16 weight storage and INT4 weight-only quantization (the non-INT8 precisions of
+// `inferd quantize`).
+//
+// FP16 and BF16 store the float32 weights of Conv, ConvTranspose, MatMul, Gemm and Gather tables
+// in 16 bits (half the size) with a Cast back to float32 in front of each reader, so the model
+// keeps FP32 inputs, outputs and compute and runs correctly anywhere; inferd folds the Casts at
+// load time. BF16 needs opset >= 13 (Cast to/from bfloat16). Nodes named in
+// QuantizeOptions::exclude keep float32 weights.
+#pragma once
+
+#include "common/status.h"
+#include "graph/graph.h"
+#include "quantize/quantizer.h"
+
+namespace inferd::quantize {
+
+// options.precision must be kFp16 or kBf16.
+Status ConvertFloatPrecision(Model& model, const QuantizeOptions& options, QuantizeReport* report);
+
+// INT4 block-wise weight-only quantization (not implemented yet: UNIMPLEMENTED).
+Status QuantizeInt4Weights(Model& model, const QuantizeOptions& options, QuantizeReport* report);
+
+}  // namespace inferd::quantize

@@ -1,0 +1,76 @@
+#include "tools/quantize_command.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "graph/onnx_io.h"
+#include "quantize/quantizer.h"
+
+namespace inferd::tools {
+
+CLI::App* AddQuantizeSubcommand(CLI::App& app, QuantizeCommandOptions* o) {
+  CLI::App* cmd = app.add_subcommand(
+      "quantize", "Quantize a model to int8 (QDQ), bf16 or fp16 weights, or int4 weights");
+  cmd->add_option("model", o->input, "Model file (.onnx)")->required();
+  cmd->add_option("--output,-o", o->output, "Where to write the quantized model")->required();
+  cmd->add_option("--precision,-p", o->precision, "int8, bf16, fp16 or int4 (default int8)");
+  cmd->add_option("--calibration,-c", o->calibration,
+                  "Folder of .npy calibration samples (int8): DIR/*.npy with samples along axis 0 "
+                  "for a single-input model, DIR/<input name>/*.npy (same file names) otherwise");
+  cmd->add_option("--method", o->method, "Calibration: minmax, percentile or entropy");
+  cmd->add_option("--percentile", o->percentile, "Percentile for --method percentile")
+      ->check(CLI::Range(50.0, 100.0));
+  cmd->add_flag_callback("--per-channel", [o]() { o->per_tensor = false; },
+                "Weights per output channel (default)");
+  cmd->add_flag("--per-tensor", o->per_tensor, "One weight scale per tensor");
+  cmd->add_option("--samples", o->samples, "Calibration samples to use (0 = all; default 500)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--exclude", o->exclude, "Comma-separated node names to keep in float");
+  cmd->add_option("--report", o->report,
+                  "Write a per-layer report (SQNR of activations and weights) to FILE ('-': stdout)");
+  cmd->add_option("--threads,-t", o->threads, "Threads for calibration (0 = all cores)")
+      ->check(CLI::Range(0, 4096));
+  return cmd;
+}
+
+Status QuantizeModelCommand(const QuantizeCommandOptions& options, std::ostream& out) {
+  quantize::QuantizeOptions q;
+  ASSIGN_OR_RETURN(q.precision, quantize::ParsePrecision(options.precision));
+  ASSIGN_OR_RETURN(q.method, quantize::ParseCalibrationMethod(options.method));
+  if (options.output.empty()) return InvalidArgument("no output path given (-o OUT.onnx)");
+  q.calibration_dir = options.calibration;
+  q.percentile = options.percentile;
+  q.per_channel = !options.per_tensor;
+  q.samples = options.samples;
+  q.num_threads = options.threads;
+  q.report = !options.report.empty();
+  std::stringstream names(options.exclude);
+  for (std::string n; std::getline(names, n, ',');) {
+    if (!n.empty()) q.exclude.push_back(n);
+  }
+  ASSIGN_OR_RETURN(Model model, LoadOnnxModel(options.input));
+  quantize::QuantizeReport report;
+  RETURN_IF_ERROR(quantize::QuantizeModel(model, q, &report));
+  model.producer_name = "inferd quantize";
+  RETURN_IF_ERROR(SaveOnnxModel(model, options.output));
+  StatusOr<Model> reloaded = LoadOnnxModel(options.output);
+  if (!reloaded.ok()) {
+    return Internal("the quantized model {} does not load back: {}", options.output.string(),
+                    reloaded.status().message());
+  }
+  if (!options.report.empty()) {
+    if (options.report == "-") {
+      out << report.ToString();
+    } else {
+      std::ofstream f(options.report);
+      f << report.ToString();
+      if (!f) return InvalidArgument("cannot write report {}", options.report.string());
+    }
+  }
+  out << "wrote " << options.output.string() << " (" << quantize::PrecisionName(q.precision)
+      << ", " << report.layers.size() << " layers, weights " << report.bytes_before / 1e6
+      << " MB -> " << report.bytes_after / 1e6 << " MB)\n";
+  return Status::Ok();
+}
+
+}  // namespace inferd::tools

@@ -1,0 +1,36 @@
+// `inferd quantize IN.onnx -o OUT.onnx --precision int8|bf16|fp16|int4 [--calibration DIR] ...`:
+// quantizes a model (src/quantize/quantizer.h) and writes it as standard ONNX (INT8 as QDQ).
+#pragma once
+
+#include <filesystem>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "common/status.h"
+
+namespace inferd::tools {
+
+struct QuantizeCommandOptions {
+  std::filesystem::path input;
+  std::filesystem::path output;
+  std::string precision = "int8";
+  std::filesystem::path calibration;
+  std::string method = "minmax";
+  double percentile = 99.99;
+  bool per_tensor = false;  // --per-tensor (default --per-channel)
+  int64_t samples = 500;
+  std::string exclude;  // comma-separated node names
+  std::filesystem::path report;  // write the per-layer report here ("-": stdout)
+  int threads = 0;
+};
+
+// Adds the `quantize` subcommand with its options to `app`.
+CLI::App* AddQuantizeSubcommand(CLI::App& app, QuantizeCommandOptions* options);
+
+// Loads, quantizes, saves and re-imports the output to check it; a summary line goes to `out`.
+Status QuantizeModelCommand(const QuantizeCommandOptions& options, std::ostream& out);
+
+}  // namespace inferd::tools
