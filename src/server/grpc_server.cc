@@ -282,13 +282,18 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
   ServerUnaryReactor* RepositoryModelLoad(CallbackServerContext* ctx,
                                           const pb::RepositoryModelLoadRequest* req,
                                           pb::RepositoryModelLoadResponse*) override {
-    return Done(ctx, manager_->LoadModel(req->model_name()));
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    manager_->RequestLoad(req->model_name(), [reactor](Status s) { reactor->Finish(ToGrpc(s)); });
+    return reactor;
   }
 
   ServerUnaryReactor* RepositoryModelUnload(CallbackServerContext* ctx,
                                             const pb::RepositoryModelUnloadRequest* req,
                                             pb::RepositoryModelUnloadResponse*) override {
-    return Done(ctx, manager_->UnloadModel(req->model_name()));
+    ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    manager_->RequestUnload(req->model_name(),
+                            [reactor](Status s) { reactor->Finish(ToGrpc(s)); });
+    return reactor;
   }
 
  private:

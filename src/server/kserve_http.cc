@@ -220,6 +220,14 @@ void Route(ModelManager* manager, HttpRequest& req, HttpResponder& reply) {
     if (!post) return method_not_allowed();
     return reply(Json(200, IndexJson(manager->Index())));
   }
+  // Repository API: the load/unload runs on the manager's lifecycle thread, which replies.
+  if (parts[1] == "repository" && parts.size() == 5 && parts[2] == "models" &&
+      (parts[4] == "load" || parts[4] == "unload")) {
+    if (!post) return method_not_allowed();
+    auto done = [reply](Status s) { reply(s.ok() ? Json(200, "{}") : Error(s)); };
+    if (parts[4] == "load") return manager->RequestLoad(std::string(parts[3]), std::move(done));
+    return manager->RequestUnload(std::string(parts[3]), std::move(done));
+  }
   if (parts[1] == "models") {
     // /v2/models/stats
     if (parts.size() == 3 && parts[2] == "stats") {

@@ -1,5 +1,7 @@
 #include "serving/model_manager.h"
 
+#include <malloc.h>
+
 #include <google/protobuf/util/json_util.h>
 #include <spdlog/spdlog.h>
 
@@ -15,6 +17,7 @@
 #include "batching/batch_scheduler.h"
 #include "runtime/session.h"
 #include "serving/model_config.h"
+#include "serving/repository_scan.h"
 
 namespace inferd::serving {
 namespace {
@@ -98,6 +101,7 @@ struct ModelManager::ModelVersion {
 
   std::string name;
   int64_t version = 0;
+  std::string fingerprint;  // of the version folder when it was loaded
   std::shared_ptr<const inference::ModelConfig> config;
   std::unique_ptr<Session> session;
   std::vector<InputSpec> inputs;
@@ -118,12 +122,17 @@ struct ModelManager::ModelVersion {
   }
 };
 
+// Immutable once published in models_: a (re)load builds a new Model and swaps it in.
 struct ModelManager::Model {
   std::string name;
   std::string error;  // whole-model failure (bad config, no versions)
   bool unloaded = false;
+  std::string fingerprint;  // of the model folder when this load started
+  std::string config_text;  // config.pbtxt the READY versions were loaded with
   std::map<int64_t, std::shared_ptr<ModelVersion>> versions;  // READY
   std::map<int64_t, std::string> failed;                      // version → reason
+  // READY versions kept serving although their reload failed: version → reason.
+  std::map<int64_t, std::string> reload_errors;
 };
 
 // ---- validation and execution ----
@@ -391,9 +400,20 @@ void ModelManager::ModelVersion::RunGroup(std::span<std::unique_ptr<InferTask>> 
 // ---- ModelManager ----
 
 ModelManager::ModelManager(const ModelManagerOptions& options)
-    : options_(options), clock_(options.clock ? options.clock : &RealClock::Get()) {}
+    : options_(options),
+      clock_(options.clock ? options.clock : &RealClock::Get()),
+      cache_(std::make_unique<ModelCache>(
+          ModelCacheOptions{options.cache_dir, options.build_id})) {
+  lifecycle_ = std::thread([this] { LifecycleLoop(); });
+}
 
 ModelManager::~ModelManager() {
+  {
+    std::lock_guard<std::mutex> l(ops_mu_);
+    ops_stop_ = true;
+  }
+  ops_cv_.notify_all();
+  lifecycle_.join();  // finishes the load in progress; cancels queued ones
   std::map<std::string, std::shared_ptr<Model>> models;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -412,6 +432,12 @@ StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(const ModelManagerO
   if (options.total_threads < 0 || options.default_instance_count < 0 ||
       options.threads_per_instance < 0 || options.autocomplete_max_batch_size < 0) {
     return InvalidArgument("model manager thread, instance and batch options must be >= 0");
+  }
+  if (options.control_mode == ModelControlMode::kPoll && options.poll_interval.count() <= 0) {
+    return InvalidArgument("the repository poll interval must be > 0 in poll mode");
+  }
+  if (options.retire_timeout.count() < 0) {
+    return InvalidArgument("retire_timeout must be >= 0");
   }
   return std::unique_ptr<ModelManager>(new ModelManager(options));
 }
@@ -453,8 +479,21 @@ StatusOr<std::shared_ptr<ModelManager::ModelVersion>> ModelManager::LoadVersion(
 
   SessionOptions so;
   so.num_threads = threads;
-  auto session = Session::Create(model_path, so);
+  // Graph optimizer level from config.pbtxt: inferd { optimization_level } (-1 none, 1 basic,
+  // 2 extended, 3 all; 0 the default), else Triton's optimization { graph { level } } (-1 none,
+  // >= 1 all).
+  if (const int level = config.inferd().optimization_level(); level != 0) {
+    so.optimization_level = level < 0 ? OptimizationLevel::kNone
+                                      : static_cast<OptimizationLevel>(std::min(level, 3));
+  } else if (const int graph = config.optimization().graph().level(); graph != 0) {
+    so.optimization_level = graph < 0 ? OptimizationLevel::kNone : OptimizationLevel::kAll;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  bool cache_hit = false;
+  auto session = cache_->CreateSession(model_path, so, &cache_hit);
   if (!session.ok()) return session.status();
+  const double build_ms = std::chrono::duration<double, std::milli>(
+                              std::chrono::steady_clock::now() - t0).count();
   auto v = std::make_shared<ModelVersion>();
   v->name = name;
   v->version = version;
@@ -507,7 +546,10 @@ StatusOr<std::shared_ptr<ModelManager::ModelVersion>> ModelManager::LoadVersion(
     v->outputs.push_back(std::move(spec));
   }
   v->config = std::make_shared<const inference::ModelConfig>(config);
-  RETURN_IF_ERROR(Warmup(*v, model_path.parent_path().parent_path()));
+  const auto t1 = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(Warmup(*v, model_path.parent_path().parent_path(), instances));
+  const double warmup_ms = std::chrono::duration<double, std::milli>(
+                               std::chrono::steady_clock::now() - t1).count();
 
   ModelVersion* raw = v.get();
   auto scheduler = batching::BatchScheduler<InferTask>::Create(
@@ -520,16 +562,31 @@ StatusOr<std::shared_ptr<ModelManager::ModelVersion>> ModelManager::LoadVersion(
       });
   if (!scheduler.ok()) return scheduler.status().WithContext("dynamic_batching");
   v->scheduler = std::move(scheduler).value();
-  spdlog::info("loaded model '{}' version {} ({} instance(s) × {} thread(s), max_batch_size {}{})",
-               name, version, instances, threads, config.max_batch_size(),
-               config.has_dynamic_batching() ? ", dynamic batching" : "");
+  spdlog::info(
+      "loaded model '{}' version {} ({} instance(s) × {} thread(s), max_batch_size {}{}; "
+      "session {:.1f} ms{}, warmup {:.1f} ms)",
+      name, version, instances, threads, config.max_batch_size(),
+      config.has_dynamic_batching() ? ", dynamic batching" : "", build_ms,
+      cache_->enabled() ? (cache_hit ? " from cache" : " (cache miss)") : "", warmup_ms);
   return v;
 }
 
-Status ModelManager::Warmup(ModelVersion& v, const fs::path& model_dir) {
+namespace {
+
+// One warmup step: the feeds of one model_warmup entry and how often to run them.
+struct WarmupPlan {
+  std::string name;
+  std::vector<std::pair<std::string, Tensor>> feeds;
+  uint32_t count = 1;
+};
+
+}  // namespace
+
+Status ModelManager::Warmup(ModelVersion& v, const fs::path& model_dir, int instances) {
   const auto& config = *v.config;
+  std::vector<WarmupPlan> plans;
   for (const auto& w : config.model_warmup()) {
-    std::vector<std::pair<std::string, Tensor>> feeds;
+    WarmupPlan plan{w.name(), {}, std::max<uint32_t>(1, w.count())};
     std::mt19937 rng(0);
     for (const auto& [name, in] : w.inputs()) {
       ASSIGN_OR_RETURN(DataType dtype, FromConfigDataType(in.data_type()));
@@ -557,14 +614,62 @@ Status ModelManager::Warmup(ModelVersion& v, const fs::path& model_dir) {
         }
         std::memcpy(t.raw_data(), bytes.data(), bytes.size());
       }
-      feeds.emplace_back(name, std::move(t));
+      plan.feeds.emplace_back(name, std::move(t));
     }
-    const uint32_t count = std::max<uint32_t>(1, w.count());
-    for (uint32_t i = 0; i < count; ++i) {
-      std::vector<Tensor> outs;
-      Status s = v.session->Run(feeds, &outs);
-      if (!s.ok()) return s.WithContext(fmt::format("model_warmup '{}'", w.name()));
+    plans.push_back(std::move(plan));
+  }
+  // Without model_warmup: zeros at batch 1 and at max_batch_size (variable dims as 1), so the
+  // kernels' per-shape state and the arenas exist before the first request.
+  const bool default_warmup = plans.empty();
+  if (default_warmup) {
+    std::vector<int64_t> batches{1};
+    if (config.max_batch_size() > 1) batches.push_back(config.max_batch_size());
+    for (int64_t b : batches) {
+      WarmupPlan plan{fmt::format("default warmup at batch {}", b), {}, 1};
+      for (const auto& in : v.inputs) {
+        Shape shape = in.dims;
+        for (int64_t& d : shape) d = d < 0 ? 1 : d;
+        if (config.max_batch_size() > 0) shape.insert(shape.begin(), b);
+        Tensor t = Tensor::Allocate(in.dtype, shape);
+        std::memset(t.raw_data(), 0, t.ByteSize());
+        if (in.reshape) {
+          Shape r = *in.reshape;
+          if (config.max_batch_size() > 0) r.insert(r.begin(), b);
+          auto reshaped = t.Reshaped(r);
+          if (!reshaped.ok()) break;
+          t = std::move(reshaped).value();
+        }
+        plan.feeds.emplace_back(in.name, std::move(t));
+      }
+      plans.push_back(std::move(plan));
     }
+  }
+  // Every instance runs the plans, concurrently as they will serve.
+  auto run_all = [&]() -> Status {
+    for (const WarmupPlan& plan : plans) {
+      for (uint32_t i = 0; i < plan.count; ++i) {
+        std::vector<Tensor> outs;
+        Status s = v.session->Run(plan.feeds, &outs);
+        if (!s.ok()) return s.WithContext(fmt::format("model_warmup '{}'", plan.name));
+      }
+    }
+    return Status::Ok();
+  };
+  std::vector<Status> results(std::max(1, instances));
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < results.size(); ++i) {
+    threads.emplace_back([&, i] { results[i] = run_all(); });
+  }
+  results[0] = run_all();
+  for (auto& t : threads) t.join();
+  for (const Status& s : results) {
+    if (s.ok()) continue;
+    if (!default_warmup) return s;
+    // Zeros may not be valid input for every model (e.g. a dim that must match another); the
+    // model still loads, its first requests are just slower.
+    spdlog::warn("model '{}' version {}: {} failed: {}", v.name, v.version, "default warmup",
+                 s.message());
+    break;
   }
   return Status::Ok();
 }
@@ -572,20 +677,31 @@ Status ModelManager::Warmup(ModelVersion& v, const fs::path& model_dir) {
 Status ModelManager::LoadModel(const std::string& name) {
   const fs::path dir = options_.repository / name;
   std::error_code ec;
-  if (name.empty() || name.find('/') != std::string::npos || !fs::is_directory(dir, ec)) {
+  if (name.empty() || name.find('/') != std::string::npos || name[0] == '.' ||
+      !fs::is_directory(dir, ec)) {
     return NotFound("no model '{}' in repository '{}'", name, options_.repository.string());
+  }
+  std::lock_guard<std::mutex> serial(load_mu_);
+  std::shared_ptr<const Model> old;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (shutting_down_) return Unavailable("the server is shutting down");
+    auto it = models_.find(name);
+    if (it != models_.end() && !it->second->unloaded) old = it->second;
   }
   auto model = std::make_shared<Model>();
   model->name = name;
+  model->fingerprint = FolderFingerprint(dir);  // before reading: a later change is seen again
   Status result = [&]() -> Status {
     inference::ModelConfig config;
     const fs::path config_path = dir / "config.pbtxt";
     if (fs::exists(config_path, ec)) {
       bool ok = false;
-      const std::string text = ReadFile(config_path, &ok);
+      model->config_text = ReadFile(config_path, &ok);
       if (!ok) return InvalidArgument("cannot read {}", config_path.string());
       std::vector<std::string> warnings;
-      ASSIGN_OR_RETURN(config, ParseModelConfig(text, options_.strict_config, &warnings));
+      ASSIGN_OR_RETURN(config,
+                       ParseModelConfig(model->config_text, options_.strict_config, &warnings));
       for (const auto& w : warnings) spdlog::warn("model '{}': {} (ignored)", name, w);
     }
     RETURN_IF_ERROR(ValidateConfigStandalone(config));
@@ -622,13 +738,34 @@ Status ModelManager::LoadModel(const std::string& name) {
     const std::string file =
         config.default_model_filename().empty() ? "model.onnx" : config.default_model_filename();
     for (int64_t v : chosen) {
-      auto loaded = LoadVersion(name, v, dir / std::to_string(v) / file, config);
+      const fs::path vdir = dir / std::to_string(v);
+      const std::string fingerprint = FolderFingerprint(vdir);
+      std::shared_ptr<ModelVersion> running;
+      if (old != nullptr) {
+        auto it = old->versions.find(v);
+        if (it != old->versions.end()) running = it->second;
+      }
+      // Unchanged files and config: keep the running version as it is (no reload, no blip).
+      if (running != nullptr && running->fingerprint == fingerprint &&
+          old->config_text == model->config_text && old->reload_errors.count(v) == 0) {
+        model->versions[v] = running;
+        continue;
+      }
+      auto loaded = LoadVersion(name, v, vdir / file, config);
       if (loaded.ok()) {
+        (*loaded)->fingerprint = fingerprint;
         model->versions[v] = std::move(loaded).value();
+        continue;
+      }
+      const std::string why = loaded.status().message();
+      if (running != nullptr) {
+        spdlog::warn("model '{}' version {} failed to reload, the running one keeps serving: {}",
+                     name, v, why);
+        model->versions[v] = running;
+        model->reload_errors[v] = why;
       } else {
-        model->failed[v] = loaded.status().message();
-        spdlog::warn("model '{}' version {} failed to load: {}", name, v,
-                     loaded.status().message());
+        spdlog::warn("model '{}' version {} failed to load: {}", name, v, why);
+        model->failed[v] = why;
       }
     }
     if (model->versions.empty()) {
@@ -637,44 +774,96 @@ Status ModelManager::LoadModel(const std::string& name) {
     }
     return Status::Ok();
   }();
-  if (!result.ok() && model->versions.empty() && model->failed.empty()) {
+  if (!result.ok() && model->versions.empty() && old != nullptr && !old->versions.empty()) {
+    // Nothing new is ready: the running versions keep serving, the index shows why.
+    spdlog::warn("model '{}' failed to reload, versions {}..{} keep serving: {}", name,
+                 old->versions.begin()->first, old->versions.rbegin()->first, result.message());
+    model->versions = old->versions;
+    model->config_text = old->config_text;
+    for (const auto& [v, _] : old->versions) model->reload_errors[v] = result.message();
+  } else if (!result.ok() && model->versions.empty() && model->failed.empty()) {
     model->error = result.message();
   }
-  std::shared_ptr<Model> old;
+  std::vector<std::shared_ptr<ModelVersion>> retired;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (shutting_down_) return Unavailable("the server is shutting down");
-    auto& slot = models_[name];
-    old = std::move(slot);
-    slot = model;
+    models_[name] = model;  // readiness switches here, atomically for every version
   }
-  old.reset();  // drains the replaced versions outside the lock
+  if (old != nullptr) {
+    for (const auto& [v, version] : old->versions) {
+      auto it = model->versions.find(v);
+      if (it == model->versions.end() || it->second != version) retired.push_back(version);
+    }
+    old.reset();
+  }
+  Retire(std::move(retired));
   return result.ok() ? Status::Ok()
                      : InvalidArgument("model '{}' failed to load: {}", name, result.message());
 }
 
 Status ModelManager::UnloadModel(const std::string& name) {
+  std::lock_guard<std::mutex> serial(load_mu_);
   std::shared_ptr<Model> old;
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = models_.find(name);
-    if (it == models_.end()) return NotFound("unknown model '{}'", name);
+    if (it == models_.end()) {
+      std::error_code ec;
+      if (!name.empty() && name.find('/') == std::string::npos && name[0] != '.' &&
+          fs::is_directory(options_.repository / name, ec)) {
+        return Status::Ok();  // in the repository but not loaded: nothing to do
+      }
+      return NotFound("unknown model '{}'", name);
+    }
     auto replacement = std::make_shared<Model>();
     replacement->name = name;
     replacement->unloaded = true;
     old = std::move(it->second);
     it->second = std::move(replacement);
   }
+  std::vector<std::shared_ptr<ModelVersion>> retired;
+  for (const auto& [v, version] : old->versions) retired.push_back(version);
   old.reset();
+  Retire(std::move(retired));
   spdlog::info("unloaded model '{}'", name);
   return Status::Ok();
+}
+
+void ModelManager::Retire(std::vector<std::shared_ptr<ModelVersion>> retired) {
+  if (retired.empty()) return;
+  // Infer holds a version only from lookup to enqueue; statistics readers briefly. Waiting for
+  // them here keeps the drain (the version's destructor runs every queued request) on this thread
+  // rather than on a frontend's I/O thread.
+  const auto deadline = std::chrono::steady_clock::now() + options_.retire_timeout;
+  for (auto& v : retired) {
+    while (v.use_count() > 1 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (v.use_count() > 1) {
+      spdlog::warn("model '{}' version {} is still referenced after {} ms; released anyway",
+                   v->name, v->version, options_.retire_timeout.count());
+    } else {
+      spdlog::info("model '{}' version {} retired", v->name, v->version);
+    }
+    v.reset();
+  }
+  malloc_trim(0);  // give the freed weights and arenas back to the OS
 }
 
 StatusOr<std::shared_ptr<ModelManager::ModelVersion>> ModelManager::FindVersion(
     const std::string& name, int64_t version) const {
   std::lock_guard<std::mutex> l(mu_);
   auto it = models_.find(name);
-  if (it == models_.end()) return NotFound("unknown model '{}'", name);
+  if (it == models_.end()) {
+    std::error_code ec;
+    if (options_.control_mode == ModelControlMode::kExplicit && !name.empty() &&
+        name.find('/') == std::string::npos && name[0] != '.' &&
+        fs::is_directory(options_.repository / name, ec)) {
+      return Unavailable("model '{}' is not loaded", name);
+    }
+    return NotFound("unknown model '{}'", name);
+  }
   const Model& m = *it->second;
   if (m.unloaded) return Unavailable("model '{}' is unloaded", name);
   if (!m.error.empty()) return Unavailable("model '{}' is not ready: {}", name, m.error);
@@ -697,6 +886,19 @@ void ModelManager::Infer(std::unique_ptr<InferenceRequest> request, ResponseCall
     callback(InvalidArgument("null inference request"), InferenceResponse{});
     return;
   }
+  // Counted before the draining check (both sequentially consistent): once BeginShutdown set
+  // draining_, WaitForIdle sees every request that got past the check.
+  in_flight_.fetch_add(1);
+  if (draining_.load()) {
+    DoneInFlight();
+    callback(Unavailable("the server is shutting down"),
+             InferenceResponse{request->model_name, request->model_version, request->id, {}});
+    return;
+  }
+  callback = [this, cb = std::move(callback)](Status s, InferenceResponse r) {
+    cb(std::move(s), std::move(r));
+    DoneInFlight();
+  };
   auto found = FindVersion(request->model_name, request->model_version);
   if (!found.ok()) {
     callback(found.status(), InferenceResponse{request->model_name, request->model_version,
@@ -726,7 +928,15 @@ bool ModelManager::IsLive() const {
   return !shutting_down_;
 }
 
+void ModelManager::DoneInFlight() {
+  if (in_flight_.fetch_sub(1) == 1 && draining_.load()) {
+    std::lock_guard<std::mutex> l(idle_mu_);
+    idle_cv_.notify_all();
+  }
+}
+
 bool ModelManager::IsReady() const {
+  if (draining_.load()) return false;
   std::lock_guard<std::mutex> l(mu_);
   if (shutting_down_ || !repository_loaded_) return false;
   if (!options_.strict_readiness) return true;
@@ -830,8 +1040,15 @@ std::vector<ModelStatisticsSnapshot> ModelManager::GetStatistics(const std::stri
 }
 
 std::vector<ModelIndexEntry> ModelManager::Index() const {
+  std::vector<std::string> on_disk;
+  if (options_.control_mode == ModelControlMode::kExplicit) {
+    on_disk = ListModelFolders(options_.repository);
+  }
   std::lock_guard<std::mutex> l(mu_);
   std::vector<ModelIndexEntry> out;
+  for (const std::string& name : on_disk) {
+    if (models_.count(name) == 0) out.push_back({name, -1, "UNAVAILABLE", "not loaded"});
+  }
   for (const auto& [name, m] : models_) {
     if (m->unloaded) {
       out.push_back({name, -1, "UNAVAILABLE", "unloaded"});
@@ -842,9 +1059,24 @@ std::vector<ModelIndexEntry> ModelManager::Index() const {
       continue;
     }
     std::map<int64_t, ModelIndexEntry> rows;
-    for (const auto& [v, _] : m->versions) rows[v] = {name, v, "READY", ""};
+    for (const auto& [v, _] : m->versions) {
+      auto e = m->reload_errors.find(v);
+      rows[v] = {name, v, "READY",
+                 e == m->reload_errors.end() ? "" : "keeps serving; reload failed: " + e->second};
+    }
     for (const auto& [v, why] : m->failed) rows[v] = {name, v, "UNAVAILABLE", why};
     for (auto& [v, e] : rows) out.push_back(std::move(e));
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const ModelIndexEntry& a, const ModelIndexEntry& b) { return a.name < b.name; });
+  return out;
+}
+
+std::map<std::string, std::string> ModelManager::LoadedFingerprints() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::map<std::string, std::string> out;
+  for (const auto& [name, m] : models_) {
+    if (!m->unloaded) out[name] = m->fingerprint;
   }
   return out;
 }

@@ -17,19 +17,24 @@
 // already queued: it drains the queues (every callback runs), then joins the workers.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/histogram.h"
 #include "common/status.h"
 #include "serving/inference.h"
+#include "serving/model_cache.h"
 
 namespace inference {
 class ModelConfig;  // generated from proto/model_config.proto
@@ -37,9 +42,31 @@ class ModelConfig;  // generated from proto/model_config.proto
 
 namespace inferd::serving {
 
+// How the set of served models changes after start (Triton's --model-control-mode).
+enum class ModelControlMode {
+  kNone,      // Start() loads every model; the repository API cannot load or unload
+  kPoll,      // as kNone, and the repository is re-scanned every poll_interval: new or changed
+              // models (re)load, removed ones unload
+  kExplicit,  // Start() loads only startup_models; the repository API loads and unloads
+};
+// "none", "poll", "explicit"; INVALID_ARGUMENT otherwise.
+StatusOr<ModelControlMode> ParseModelControlMode(const std::string& text);
+
 struct ModelManagerOptions {
   // Folder holding one sub-folder per model. Required.
   std::filesystem::path repository;
+  ModelControlMode control_mode = ModelControlMode::kNone;
+  // kPoll: time between repository scans (Triton's default 15 s). Must be > 0 in poll mode.
+  std::chrono::milliseconds poll_interval{15000};
+  // kExplicit: the models Start() loads; "*" loads them all.
+  std::vector<std::string> startup_models;
+  // Compiled-model cache folder (see model_cache.h); empty = no cache.
+  std::filesystem::path cache_dir;
+  // inferd's version, part of the cache key.
+  std::string build_id = "dev";
+  // How long a replaced or unloaded version may take to finish the requests it already accepted
+  // before it is destroyed anyway (its remaining queued requests then still run on destruction).
+  std::chrono::milliseconds retire_timeout{30000};
   // Cores the server may use for inference; 0 = std::thread::hardware_concurrency().
   int total_threads = 0;
   // Instances per model version when the config has no instance_group; 0 = auto (1 instance per
@@ -81,7 +108,7 @@ struct ModelIndexEntry {
   std::string name;
   int64_t version = -1;  // -1 when the failure is for the whole model (e.g. invalid config)
   std::string state;     // "READY", "UNAVAILABLE" or "LOADING"
-  std::string reason;    // why UNAVAILABLE; empty otherwise
+  std::string reason;    // why UNAVAILABLE; for READY, why a newer load of it failed; or empty
 };
 
 // A count and the total time it took (Triton's StatisticDuration).
@@ -129,12 +156,41 @@ class ModelManager {
   // default: latest 1). Per-model failures are recorded in Index() and logged, not returned; a
   // non-OK status means the repository itself could not be read.
   Status LoadRepository();
-  // Loads (or reloads, replacing the running versions once the new ones are ready) one model of
-  // the repository. Returns the model's failure reason as a Status too.
+  // Loads the models the control mode asks for (every model, or startup_models in kExplicit),
+  // then in kPoll starts the thread that re-scans the repository. Like LoadRepository, per-model
+  // failures are only recorded; a non-OK status means the repository could not be read.
+  Status Start();
+
+  // Loads (or reloads) one model of the repository, blue-green: the versions its version_policy
+  // selects load (optimize, warm up) while the running ones keep serving; versions whose files and
+  // config did not change are kept as they are; readiness switches atomically once the new
+  // versions are ready; replaced versions then finish the requests they accepted and are freed.
+  // A version that fails to load leaves the running one serving (Index() shows the reason); the
+  // failure is returned as a Status too. Loads and unloads are serialized.
   Status LoadModel(const std::string& name);
   // Unloads a model: it stays in Index() as UNAVAILABLE ("unloaded"), new requests get
-  // UNAVAILABLE, requests already queued still run. NOT_FOUND for a name never loaded.
+  // UNAVAILABLE, requests already accepted still complete, then its memory is freed (returns once
+  // done or after retire_timeout). NOT_FOUND for a name that is neither loaded nor in the
+  // repository.
   Status UnloadModel(const std::string& name);
+  // One repository scan of poll mode, run now: loads new models, reloads models whose folder
+  // changed (file sizes or modification times, config.pbtxt), unloads models whose folder is gone.
+  void PollRepository();
+
+  // The repository API (HTTP POST /v2/repository/models/M/load|unload, gRPC RepositoryModelLoad/
+  // Unload): runs LoadModel/UnloadModel on the manager's lifecycle thread and calls `done` there
+  // (or at once with UNAVAILABLE unless the control mode is kExplicit, or while shutting down).
+  void RequestLoad(const std::string& name, std::function<void(Status)> done);
+  void RequestUnload(const std::string& name, std::function<void(Status)> done);
+
+  // Graceful shutdown, step 1: readiness turns false at once, new requests get UNAVAILABLE
+  // ("server is shutting down"), polling stops; requests already accepted keep running.
+  void BeginShutdown();
+  // Step 2: waits until every accepted request has had its callback, at most `timeout`. True when
+  // none is left.
+  bool WaitForIdle(std::chrono::milliseconds timeout);
+  // Requests accepted (queued or executing) whose callback has not returned yet.
+  int64_t InFlight() const { return in_flight_.load(); }
 
   // Validates `request` (unknown model/version → NOT_FOUND; model not ready → UNAVAILABLE;
   // unknown, missing or duplicate input names, wrong dtype, rank or fixed dims, batch over
@@ -161,6 +217,9 @@ class ModelManager {
   // name "" = every model; version -1 = every loaded version. Unknown name → empty vector.
   std::vector<ModelStatisticsSnapshot> GetStatistics(const std::string& name = "",
                                                      int64_t version = -1) const;
+  // Every loaded model's versions; in kExplicit also the repository's models not loaded
+  // (UNAVAILABLE, "not loaded"). A READY row may carry a reason: a newer load of that version
+  // failed and it keeps serving.
   std::vector<ModelIndexEntry> Index() const;
 
  private:
@@ -172,14 +231,36 @@ class ModelManager {
   StatusOr<std::shared_ptr<ModelVersion>> LoadVersion(const std::string& name, int64_t version,
                                                       const std::filesystem::path& model_path,
                                                       inference::ModelConfig config);
-  static Status Warmup(ModelVersion& version, const std::filesystem::path& model_dir);
+  static Status Warmup(ModelVersion& version, const std::filesystem::path& model_dir,
+                       int instances);
+  // Destroys replaced versions once nobody but `retired` holds them (or after retire_timeout),
+  // then returns freed memory to the OS.
+  void Retire(std::vector<std::shared_ptr<ModelVersion>> retired);
+  void LifecycleLoop();
+  void DoneInFlight();
+  // Folder fingerprints of the models loaded (not unloaded), by name.
+  std::map<std::string, std::string> LoadedFingerprints() const;
+  void Enqueue(std::function<void(bool run)> op);
 
   ModelManagerOptions options_;
   Clock* clock_;
+  std::unique_ptr<ModelCache> cache_;
+  std::mutex load_mu_;  // serializes LoadModel/UnloadModel; taken before mu_
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Model>> models_;  // guarded by mu_
   bool repository_loaded_ = false;                        // guarded by mu_
   bool shutting_down_ = false;                            // guarded by mu_
+  std::atomic<bool> draining_{false};  // BeginShutdown ran: reject new requests
+  std::atomic<int64_t> in_flight_{0};
+  std::mutex idle_mu_;
+  std::condition_variable idle_cv_;  // notified when in_flight_ drops while draining_
+  // The lifecycle thread: repository API operations and polling.
+  std::mutex ops_mu_;
+  std::condition_variable ops_cv_;
+  std::deque<std::function<void(bool run)>> ops_;  // guarded by ops_mu_; run=false: cancelled
+  bool ops_stop_ = false;                          // guarded by ops_mu_
+  bool polling_ = false;                           // guarded by ops_mu_
+  std::thread lifecycle_;
 };
 
 }  // namespace inferd::serving

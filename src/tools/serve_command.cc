@@ -5,6 +5,8 @@
 
 #include <cctype>
 #include <charconv>
+#include <chrono>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -43,6 +45,25 @@ CLI::App* AddServeSubcommand(CLI::App& app, ServeOptions* o) {
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "Cores for inference (0 = all)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--model-control-mode", o->model_control_mode,
+                  "none: load every model at start; poll: also re-scan the repository and "
+                  "(re)load/unload what changed; explicit: load --load-model models, then the "
+                  "repository API loads/unloads")
+      ->check(CLI::IsMember({"none", "poll", "explicit"}))
+      ->capture_default_str();
+  cmd->add_option("--repository-poll-secs", o->repository_poll_secs,
+                  "Seconds between repository scans in poll mode")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  cmd->add_option("--load-model", o->load_models,
+                  "Model to load at start in explicit mode (repeatable; '*' = all)");
+  cmd->add_option("--exit-timeout-secs", o->exit_timeout_secs,
+                  "On SIGTERM/SIGINT, how long accepted requests may take to finish")
+      ->check(CLI::Range(0, 86400))
+      ->capture_default_str();
+  cmd->add_option("--cache-dir", o->cache_dir,
+                  "Compiled-model cache folder (optimized graphs keyed by model, options, "
+                  "inferd build and CPU); empty = no cache");
   return cmd;
 }
 
@@ -83,12 +104,22 @@ Status ServeCommand(const ServeOptions& o) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  const auto start_time = std::chrono::steady_clock::now();
   serving::ModelManagerOptions mo;
   mo.repository = o.model_repository;
   mo.total_threads = o.threads;
+  ASSIGN_OR_RETURN(mo.control_mode, serving::ParseModelControlMode(o.model_control_mode));
+  mo.poll_interval = std::chrono::seconds(o.repository_poll_secs);
+  mo.startup_models = o.load_models;
+  mo.cache_dir = o.cache_dir;
+  mo.build_id = server::kServerVersion;
+  if (!o.load_models.empty() && mo.control_mode != serving::ModelControlMode::kExplicit) {
+    return InvalidArgument("--load-model needs --model-control-mode explicit");
+  }
   ASSIGN_OR_RETURN(auto manager, serving::ModelManager::Create(mo));
-  spdlog::info("loading model repository {}", o.model_repository);
-  RETURN_IF_ERROR(manager->LoadRepository());
+  spdlog::info("loading model repository {} (model control mode {})", o.model_repository,
+               o.model_control_mode);
+  RETURN_IF_ERROR(manager->Start());
   for (const auto& e : manager->Index()) {
     if (e.state == "READY") {
       spdlog::info("model '{}' version {} is READY", e.name, e.version);
@@ -129,11 +160,23 @@ Status ServeCommand(const ServeOptions& o) {
     spdlog::info("metrics listening on http://{}:{}/metrics", url_host, metrics->port());
   }
 
+  spdlog::info("server is ready ({:.0f} ms after start)",
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                         start_time).count());
+
   int sig = 0;
   sigwait(&signals, &sig);
-  spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
-  // Frontends first (no new requests), then the manager drains its queues: callbacks of requests
-  // still queued post into the stopped servers, whose I/O contexts are still alive.
+  spdlog::info("received {}, shutting down: not ready, new requests get 503; waiting up to {} s "
+               "for {} accepted request(s)",
+               sig == SIGINT ? "SIGINT" : "SIGTERM", o.exit_timeout_secs, manager->InFlight());
+  // Readiness false and new requests rejected first; the frontends keep running so that every
+  // accepted request's response is written.
+  manager->BeginShutdown();
+  if (!manager->WaitForIdle(std::chrono::seconds(o.exit_timeout_secs))) {
+    spdlog::warn("exit timeout: {} request(s) still in flight", manager->InFlight());
+  }
+  // The last responses were handed to the I/O threads; give them a moment to reach the sockets.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   http->Stop();
   if (metrics) metrics->Stop();
   if (grpc) grpc->Stop();

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -21,6 +22,12 @@ struct ServeOptions {
   std::string log_level = "info";           // trace, debug, info, warn, error
   int http_threads = 2;                     // HTTP I/O threads
   int threads = 0;                          // inference cores; 0 = all
+  // Lifecycle (see docs/serving.md, "Lifecycle").
+  std::string model_control_mode = "none";  // none, poll, explicit
+  int repository_poll_secs = 15;            // poll mode: seconds between repository scans
+  std::vector<std::string> load_models;     // explicit mode: models loaded at start ("*" = all)
+  int exit_timeout_secs = 30;               // shutdown: how long accepted requests may take
+  std::string cache_dir;                    // compiled-model cache folder; "" = none
 };
 
 // Registers the `serve` subcommand and its flags on `app`, filling `options` when parsed.
@@ -30,7 +37,8 @@ CLI::App* AddServeSubcommand(CLI::App& app, ServeOptions* options);
 StatusOr<size_t> ParseByteSize(const std::string& text);
 
 // Loads the repository, starts the servers, logs their URLs, blocks until SIGINT/SIGTERM, then
-// stops the frontends, drains queued requests and returns. Fails if a port cannot be bound or the
+// shuts down gracefully: readiness false and new requests UNAVAILABLE (503) at once, accepted
+// requests finish (at most exit_timeout_secs), then the frontends stop and it returns. Fails if a port cannot be bound or the
 // repository cannot be read (models that fail to load are logged and skipped).
 Status ServeCommand(const ServeOptions& options);
 
