@@ -2,14 +2,22 @@
 
 #include <fmt/format.h>
 
+#include "optimizer/activation_fusion.h"
+#include "optimizer/attention_fusion.h"
 #include "optimizer/common_subexpression_elimination.h"
 #include "optimizer/constant_folding.h"
 #include "optimizer/conv_bn_fusion.h"
 #include "optimizer/conv_mul_add_fusion.h"
 #include "optimizer/dead_node_elimination.h"
+#include "optimizer/fusion_util.h"
+#include "optimizer/gelu_fusion.h"
+#include "optimizer/layer_norm_fusion.h"
+#include "optimizer/matmul_bias_fusion.h"
 #include "optimizer/matmul_add_fusion.h"
 #include "optimizer/noop_elimination.h"
 #include "optimizer/qdq_fusion.h"
+#include "optimizer/residual_add_fusion.h"
+#include "optimizer/transpose_reshape_folding.h"
 
 namespace inferd {
 namespace {
@@ -45,8 +53,25 @@ std::vector<std::unique_ptr<GraphPass>> BuildPipeline(const Model& model, Optimi
   // 5. Dead-node elimination last: it drops what the passes above disconnected (replaced nodes,
   //    original weights of folded Convs, inputs of folded constants).
   passes.push_back(std::make_unique<DeadNodeElimination>());
-  // Extended level: fusions into ai.inferd ops (post-op activations, GELU, LayerNorm, attention)
-  // go here, after the basic passes that normalise the graph for them. None yet.
+  if (level == OptimizationLevel::kBasic) return passes;
+  // Extended level: fusions into ai.inferd ops, after the basic passes that normalise the graph
+  // for them (folded shapes and weights, no Identity in between, MatMul+Add on 2-D A already
+  // Gemm). The list repeats in rounds, so a fusion that enables another fires next round at worst.
+  const int64_t opset = model.OpsetFor("");
+  // 6. Chain folding first: the pattern fusions below expect one Transpose/Reshape per step.
+  passes.push_back(std::make_unique<TransposeReshapeFolding>());
+  // 7. Pattern fusions over standard ops (each consumes Add/Mul/Div nodes that the MatMul
+  //    fusions below would otherwise claim, e.g. GELU's 1 + erf and the attention mask Add).
+  passes.push_back(std::make_unique<LayerNormFusion>(opset));
+  passes.push_back(std::make_unique<GeluFusion>());
+  passes.push_back(std::make_unique<AttentionFusion>());
+  // 8. MatMul + bias before residual Add (MatMul → Add(bias) → Add(residual) folds in that order),
+  //    residual Add before activation (Conv → Add → Relu: the sum post-op precedes the eltwise).
+  passes.push_back(std::make_unique<MatMulBiasFusion>());
+  passes.push_back(std::make_unique<ResidualAddFusion>());
+  passes.push_back(std::make_unique<ActivationFusion>(opset));
+  // 9. Dead-node elimination again: the fusions leave disconnected weights and shape arithmetic.
+  passes.push_back(std::make_unique<DeadNodeElimination>());
   // All level: layout propagation goes here, last, on the fused graph. None yet.
   return passes;
 }
@@ -73,6 +98,13 @@ Status Optimize(Model& model, OptimizationLevel level, OptimizationReport* repor
     }
   }
   r.nodes_after = model.graph.nodes.size();
+  // Fused ops live in inferd's domain: declare it so the written model passes the ONNX checker.
+  for (const auto& n : model.graph.nodes) {
+    if (n->domain == kInferdDomain) {
+      model.opsets.emplace(kInferdDomain, 1);
+      break;
+    }
+  }
   return Status::Ok();
 }
 

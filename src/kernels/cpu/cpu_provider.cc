@@ -14,6 +14,7 @@ class CpuExecutionProvider final : public ExecutionProvider {
     cpu::RegisterQuantizationKernels(registry_);
     cpu::RegisterMiscKernels(registry_);
     cpu::RegisterControlFlowKernels(registry_);
+    cpu::RegisterFusedKernels(registry_);
   }
   std::string_view Name() const override { return "cpu"; }
   const KernelRegistry& Registry() const override { return registry_; }

@@ -13,5 +13,6 @@ void RegisterNnKernels(KernelRegistry& r);            // nn_*.cc: oneDNN conv, m
 void RegisterQuantizationKernels(KernelRegistry& r);  // quantize.cc
 void RegisterMiscKernels(KernelRegistry& r);          // misc_ops.cc: TopK, Resize, Einsum, ...
 void RegisterControlFlowKernels(KernelRegistry& r);   // control_flow.cc: If, Loop, Scan
+void RegisterFusedKernels(KernelRegistry& r);         // fused_*.cc: ai.inferd ops (optimizer)
 
 }  // namespace inferd::cpu
