@@ -17,6 +17,7 @@
 #include "optimizer/noop_elimination.h"
 #include "optimizer/qdq_fusion.h"
 #include "optimizer/residual_add_fusion.h"
+#include "optimizer/shape_propagation.h"
 #include "optimizer/transpose_reshape_folding.h"
 
 namespace inferd {
@@ -58,7 +59,9 @@ std::vector<std::unique_ptr<GraphPass>> BuildPipeline(const Model& model, Optimi
   // for them (folded shapes and weights, no Identity in between, MatMul+Add on 2-D A already
   // Gemm). The list repeats in rounds, so a fusion that enables another fires next round at worst.
   const int64_t opset = model.OpsetFor("");
-  // 6. Chain folding first: the pattern fusions below expect one Transpose/Reshape per step.
+  // 6. Shape propagation first: the fusions check ranks and equal shapes, which ONNX shape
+  //    inference often leaves unknown on dynamic-shape exports. Then chain folding: the pattern fusions below expect one Transpose/Reshape per step.
+  passes.push_back(std::make_unique<ShapePropagation>());
   passes.push_back(std::make_unique<TransposeReshapeFolding>());
   // 7. Pattern fusions over standard ops (each consumes Add/Mul/Div nodes that the MatMul
   //    fusions below would otherwise claim, e.g. GELU's 1 + erf and the attention mask Add).
