@@ -55,16 +55,36 @@ def config_text(name, max_batch, delay_us, batching, level):
     return text
 
 
+def calibration_dir(model_dir, out):
+    """The exported example inputs (model_dir/inputs, model_dir/cases/*/inputs) in
+    `inferd quantize --calibration` layout: DIR/*.npy for one input, DIR/<input>/*.npy otherwise."""
+    shutil.rmtree(out, ignore_errors=True)
+    sets = [os.path.join(model_dir, "inputs")]
+    cases = os.path.join(model_dir, "cases")
+    if os.path.isdir(cases):
+        sets += [os.path.join(cases, c, "inputs") for c in sorted(os.listdir(cases))]
+    sets = [d for d in sets if os.path.isdir(d)]
+    names = sorted(f for f in os.listdir(sets[0]) if f.endswith(".npy"))
+    for i, d in enumerate(sets):
+        for f in names:
+            dst = os.path.join(out, f"{i}.npy") if len(names) == 1 else \
+                os.path.join(out, f[:-4], f"{i}.npy")
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copy(os.path.join(d, f), dst)
+    return out
+
+
 def quantize(inferd, src, dst, log):
     """INT8 model via `inferd quantize`; returns (path or None, reason)."""
     r = subprocess.run([inferd, "quantize", "--help"], capture_output=True, text=True)
     if r.returncode != 0:
         return None, "`inferd quantize` is not available in this build"
-    cmd = [inferd, "quantize", src, "-o", dst, "--precision", "int8"]
+    calib = calibration_dir(os.path.dirname(src), dst[:-len(".onnx")] + "_calibration")
+    cmd = [inferd, "quantize", src, "-o", dst, "--precision", "int8", "--calibration", calib]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     log.write(" ".join(cmd) + "\n" + r.stdout + r.stderr + "\n")
     if r.returncode != 0:
-        return None, f"`{' '.join(cmd[1:2] + cmd[3:])}` failed: {r.stderr.strip()[:300]}"
+        return None, f"`inferd quantize --precision int8` failed: {r.stderr.strip()[:300]}"
     return dst, ""
 
 

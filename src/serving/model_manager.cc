@@ -488,6 +488,15 @@ StatusOr<std::shared_ptr<ModelManager::ModelVersion>> ModelManager::LoadVersion(
   } else if (const int graph = config.optimization().graph().level(); graph != 0) {
     so.optimization_level = graph < 0 ? OptimizationLevel::kNone : OptimizationLevel::kAll;
   }
+  // Graph optimizer level from config.pbtxt: inferd { optimization_level } (-1 none, 1 basic,
+  // 2 extended, 3 all; 0 the default), else Triton's optimization { graph { level } } (-1 none,
+  // >= 1 all).
+  if (const int level = config.inferd().optimization_level(); level != 0) {
+    so.optimization_level = level < 0 ? OptimizationLevel::kNone
+                                      : static_cast<OptimizationLevel>(std::min(level, 3));
+  } else if (const int graph = config.optimization().graph().level(); graph != 0) {
+    so.optimization_level = graph < 0 ? OptimizationLevel::kNone : OptimizationLevel::kAll;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   bool cache_hit = false;
   auto session = cache_->CreateSession(model_path, so, &cache_hit);
