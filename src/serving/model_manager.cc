@@ -108,6 +108,8 @@ struct ModelManager::ModelVersion {
   std::vector<OutputSpec> outputs;
   double pad_value = 0;
   VersionStats stats;
+  // True while warmup requests run through the scheduler, before the version is published.
+  std::atomic<bool> warming{false};
   std::unique_ptr<batching::BatchScheduler<InferTask>> scheduler;  // destroyed first
 
   ~ModelVersion() { scheduler.reset(); }  // drains: every queued callback runs
@@ -204,8 +206,9 @@ void ModelManager::ModelVersion::Finish(InferTask& task, Status s,
                                         std::vector<std::pair<std::string, Tensor>> outs) {
   const SteadyTime now = std::chrono::steady_clock::now();
   const uint64_t ns = NsBetween(task.enqueued, now);
-  stats.request_us.Record(static_cast<double>(ns) / 1000.0);
-  if (s.ok()) {
+  if (warming.load(std::memory_order_relaxed)) {
+    // Warmup through the scheduler: not a request, no statistics.
+  } else if (stats.request_us.Record(static_cast<double>(ns) / 1000.0); s.ok()) {
     std::lock_guard<std::mutex> l(stats.mu);
     ++stats.success.count;
     stats.success.ns += ns;
@@ -223,6 +226,7 @@ void ModelManager::ModelVersion::Finish(InferTask& task, Status s,
 void ModelManager::ModelVersion::ProcessBatch(std::vector<std::unique_ptr<InferTask>> batch) {
   const SteadyTime start = std::chrono::steady_clock::now();
   for (auto& t : batch) {
+    if (warming.load(std::memory_order_relaxed)) break;
     const uint64_t ns = NsBetween(t->enqueued, start);
     stats.queue_us.Record(static_cast<double>(ns) / 1000.0);
     std::lock_guard<std::mutex> l(stats.mu);
@@ -355,7 +359,7 @@ void ModelManager::ModelVersion::RunGroup(std::span<std::unique_ptr<InferTask>> 
   }
   const SteadyTime t_output = std::chrono::steady_clock::now();
 
-  {
+  if (!warming.load(std::memory_order_relaxed)) {
     std::lock_guard<std::mutex> l(stats.mu);
     ++stats.execution_count;
     stats.inference_count += total_rows;
@@ -377,8 +381,10 @@ void ModelManager::ModelVersion::RunGroup(std::span<std::unique_ptr<InferTask>> 
     b.compute_output.count++;
     b.compute_output.ns += n_out;
   }
-  stats.compute_us.Record(static_cast<double>(NsBetween(start, t_output)) / 1000.0);
-  stats.batch_size.Record(static_cast<double>(total_rows));
+  if (!warming.load(std::memory_order_relaxed)) {
+    stats.compute_us.Record(static_cast<double>(NsBetween(start, t_output)) / 1000.0);
+    stats.batch_size.Record(static_cast<double>(total_rows));
+  }
 
   for (size_t i = 0; i < tasks.size(); ++i) {
     // Order as requested (all outputs in config order when none was named).
@@ -488,15 +494,6 @@ StatusOr<std::shared_ptr<ModelManager::ModelVersion>> ModelManager::LoadVersion(
   } else if (const int graph = config.optimization().graph().level(); graph != 0) {
     so.optimization_level = graph < 0 ? OptimizationLevel::kNone : OptimizationLevel::kAll;
   }
-  // Graph optimizer level from config.pbtxt: inferd { optimization_level } (-1 none, 1 basic,
-  // 2 extended, 3 all; 0 the default), else Triton's optimization { graph { level } } (-1 none,
-  // >= 1 all).
-  if (const int level = config.inferd().optimization_level(); level != 0) {
-    so.optimization_level = level < 0 ? OptimizationLevel::kNone
-                                      : static_cast<OptimizationLevel>(std::min(level, 3));
-  } else if (const int graph = config.optimization().graph().level(); graph != 0) {
-    so.optimization_level = graph < 0 ? OptimizationLevel::kNone : OptimizationLevel::kAll;
-  }
   const auto t0 = std::chrono::steady_clock::now();
   bool cache_hit = false;
   auto session = cache_->CreateSession(model_path, so, &cache_hit);
@@ -555,6 +552,7 @@ StatusOr<std::shared_ptr<ModelManager::ModelVersion>> ModelManager::LoadVersion(
     v->outputs.push_back(std::move(spec));
   }
   v->config = std::make_shared<const inference::ModelConfig>(config);
+  malloc_trim(0);  // loading's temporaries are gone; trimming after warmup would undo it
   const auto t1 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(Warmup(*v, model_path.parent_path().parent_path(), instances));
   const double warmup_ms = std::chrono::duration<double, std::milli>(
@@ -571,6 +569,7 @@ StatusOr<std::shared_ptr<ModelManager::ModelVersion>> ModelManager::LoadVersion(
       });
   if (!scheduler.ok()) return scheduler.status().WithContext("dynamic_batching");
   v->scheduler = std::move(scheduler).value();
+  WarmupWorkers(*v, instances);
   spdlog::info(
       "loaded model '{}' version {} ({} instance(s) × {} thread(s), max_batch_size {}{}; "
       "session {:.1f} ms{}, warmup {:.1f} ms)",
@@ -590,6 +589,42 @@ struct WarmupPlan {
 };
 
 }  // namespace
+
+// The scheduler's worker threads (thread-local allocator arenas, intra-op thread pools) get one
+// batch-1 request each, so that the first real request finds them warm. Best effort: a failure is
+// only logged (Warmup already ran the model).
+void ModelManager::WarmupWorkers(ModelVersion& v, int instances) {
+  v.warming.store(true);
+  std::mutex mu;
+  std::condition_variable cv;
+  int left = std::max(1, instances);
+  for (int i = 0, n = left; i < n; ++i) {
+    auto request = std::make_unique<InferenceRequest>();
+    request->model_name = v.name;
+    for (const auto& in : v.inputs) {
+      Shape shape = in.dims;
+      for (int64_t& d : shape) d = d < 0 ? 1 : d;
+      if (v.max_batch_size() > 0) shape.insert(shape.begin(), 1);
+      Tensor t = Tensor::Allocate(in.dtype, shape);
+      std::memset(t.raw_data(), 0, t.ByteSize());
+      request->inputs.push_back({in.name, std::move(t)});
+    }
+    auto task = std::make_unique<InferTask>();
+    task->request = std::move(request);
+    task->enqueued = std::chrono::steady_clock::now();
+    task->callback = [&](Status s, InferenceResponse) {
+      if (!s.ok()) spdlog::debug("worker warmup of '{}': {}", v.name, s.message());
+      std::lock_guard<std::mutex> l(mu);
+      if (--left == 0) cv.notify_all();
+    };
+    v.stats.pending.fetch_add(1, std::memory_order_relaxed);
+    Status s = v.scheduler->Schedule(&task, {});
+    if (!s.ok()) v.Finish(*task, std::move(s), {});
+  }
+  std::unique_lock<std::mutex> l(mu);
+  cv.wait(l, [&] { return left == 0; });
+  v.warming.store(false);
+}
 
 Status ModelManager::Warmup(ModelVersion& v, const fs::path& model_dir, int instances) {
   const auto& config = *v.config;
@@ -807,6 +842,7 @@ Status ModelManager::LoadModel(const std::string& name) {
     old.reset();
   }
   Retire(std::move(retired));
+  malloc_trim(0);  // loading's temporaries (parsed protobuf, unoptimized graph) are gone now
   return result.ok() ? Status::Ok()
                      : InvalidArgument("model '{}' failed to load: {}", name, result.message());
 }

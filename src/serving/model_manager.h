@@ -233,6 +233,7 @@ class ModelManager {
                                                       inference::ModelConfig config);
   static Status Warmup(ModelVersion& version, const std::filesystem::path& model_dir,
                        int instances);
+  static void WarmupWorkers(ModelVersion& version, int instances);
   // Destroys replaced versions once nobody but `retired` holds them (or after retire_timeout),
   // then returns freed memory to the OS.
   void Retire(std::vector<std::shared_ptr<ModelVersion>> retired);
