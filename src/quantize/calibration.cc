@@ -217,10 +217,15 @@ int EntropyThresholdBin(const std::vector<double>& hist, int quant_levels) {
     for (int j = i; j < bins; ++j) outliers += hist[j];
     p[i - 1] += outliers;
     // Q: hist[0, i) merged into quant_levels buckets, each spread evenly over its non-empty bins.
+    // Bin 0 (values near zero, which quantize exactly) is a bucket of its own: after a ReLU it
+    // holds half the mass, and merging it with its neighbours would make every wide threshold
+    // look bad and the search clip far too hard.
     q.assign(i, 0.0);
-    for (int k = 0; k < quant_levels; ++k) {
-      int b = static_cast<int>(static_cast<int64_t>(k) * i / quant_levels);
-      int e = static_cast<int>(static_cast<int64_t>(k + 1) * i / quant_levels);
+    q[0] = hist[0];
+    const int levels = quant_levels - 1, span = i - 1;
+    for (int k = 0; k < levels; ++k) {
+      int b = 1 + static_cast<int>(static_cast<int64_t>(k) * span / levels);
+      int e = 1 + static_cast<int>(static_cast<int64_t>(k + 1) * span / levels);
       double sum = 0;
       int nonzero = 0;
       for (int j = b; j < e; ++j) {

@@ -81,7 +81,8 @@ std::vector<Candidate> SelectCandidates(Graph& g, const QuantizeOptions& o,
       skip("excluded");
       continue;
     }
-    if (n->inputs.size() < 2 || g.ValueType(n->inputs[0]) != DataType::kFloat32 ||
+    const DataType x_type = n->inputs.empty() ? DataType::kUndefined : g.ValueType(n->inputs[0]);
+    if (n->inputs.size() < 2 || (x_type != DataType::kFloat32 && x_type != DataType::kUndefined) ||
         !IsFloatConstant(g, n->inputs[1])) {
       skip("no constant float32 weight");
       continue;

@@ -204,6 +204,12 @@ class QLinearConvKernel final : public OpKernel {
     return Status::Ok();
   }
   Status Compute(KernelContext& ctx) const override {
+    const Tensor* x_in = ctx.Input(0);
+    const Tensor* x_zp = ctx.Input(2);
+    if (x_in && x_zp && x_in->dtype() != x_zp->dtype()) {
+      return InvalidArgument("QLinearConv x is {} but x_zero_point is {}",
+                             DataTypeName(x_in->dtype()), DataTypeName(x_zp->dtype()));
+    }
     if (fast_ && ctx.Input(0) && ctx.Input(0)->dtype() == x_type_ && ctx.Input(0)->rank() >= 3) {
       const Tensor& x = *ctx.Input(0);
       StatusOr<Shape> shape = fast_->OutputShape(ctx.node(), x.shape());

@@ -1,0 +1,238 @@
+// Quantization toolkit tests: parameters, calibration methods, and INT8/FP16 on a small CNN
+// (FP32 vs quantized outputs, the engine's int8 fusion, bad inputs).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "common/npy.h"
+#include "optimizer/pipeline.h"
+#include "quantize/calibration.h"
+#include "quantize/model_util.h"
+#include "quantize/quantizer.h"
+#include "runtime/session.h"
+#include "runtime/test_util.h"
+
+namespace inferd::quantize {
+namespace {
+
+namespace fs = std::filesystem;
+using inferd::testing::RandomFloat;
+
+TEST(QuantParamsTest, AsymmetricUInt8CoversRangeAndZero) {
+  QuantParams p = AsymmetricUInt8(-1.f, 3.f);
+  EXPECT_NEAR(p.scale, 4.f / 255.f, 1e-7);
+  EXPECT_EQ(p.zero_point, 64);
+  p = AsymmetricUInt8(2.f, 5.f);  // widened to include 0
+  EXPECT_EQ(p.zero_point, 0);
+  EXPECT_NEAR(p.scale, 5.f / 255.f, 1e-7);
+  p = AsymmetricUInt8(0.f, 0.f);  // degenerate: valid parameters
+  EXPECT_GT(p.scale, 0.f);
+}
+
+TEST(QuantParamsTest, SymmetricWeightsPerChannel) {
+  Tensor w = Tensor::FromVector<float>({1.f, -0.5f, 0.25f, 10.f, -20.f, 5.f}, {2, 3});
+  std::vector<float> scales;
+  Tensor q = QuantizeWeightsSymmetric(w, 0, true, &scales);
+  ASSERT_EQ(scales.size(), 2u);
+  EXPECT_NEAR(scales[0], 1.f / 127, 1e-7);
+  EXPECT_NEAR(scales[1], 20.f / 127, 1e-6);
+  EXPECT_EQ(q.data<int8_t>()[0], 127);
+  EXPECT_EQ(q.data<int8_t>()[4], -127);
+  q = QuantizeWeightsSymmetric(w, 0, false, &scales);
+  ASSERT_EQ(scales.size(), 1u);
+  EXPECT_EQ(q.data<int8_t>()[0], 6);  // 1 / (20/127) = 6.35
+}
+
+TEST(CalibrationTest, EntropyClipsOutliers) {
+  std::vector<double> hist(RangeCalibrator::kBins, 0.0);
+  std::mt19937 rng(1);
+  std::normal_distribution<double> d(0, 100);
+  for (int i = 0; i < 100000; ++i) hist[std::min(2047, static_cast<int>(std::fabs(d(rng))))] += 1;
+  hist[2047] += 1;  // one far outlier
+  int bin = EntropyThresholdBin(hist, 128);
+  EXPECT_LT(bin, 1000);
+  EXPECT_GT(bin, 200);
+}
+
+TEST(CalibrationTest, ParseNames) {
+  EXPECT_TRUE(ParseCalibrationMethod("entropy").ok());
+  EXPECT_FALSE(ParseCalibrationMethod("kl").ok());
+  EXPECT_FALSE(ParsePrecision("int2").ok());
+  EXPECT_EQ(*ParsePrecision("bf16"), Precision::kBf16);
+}
+
+Attribute Ints(std::vector<int64_t> v) { return inferd::testing::AttrInts(std::move(v)); }
+
+// input [N, 3, 8, 8] → Conv(8) → Relu → Conv(16, stride 2) → Relu → GlobalAveragePool → Flatten
+// → Gemm(10) → logits.
+Model SmallCnn() {
+  Model m;
+  m.opsets[""] = 13;
+  m.graph.name = "small_cnn";
+  Graph& g = m.graph;
+  ValueInfo in;
+  in.name = "input";
+  in.dtype = DataType::kFloat32;
+  in.shape = std::vector<Dim>{{-1, "batch"}, {3, ""}, {8, ""}, {8, ""}};
+  g.inputs.push_back(in);
+  ValueInfo out;
+  out.name = "logits";
+  out.dtype = DataType::kFloat32;
+  out.shape = std::vector<Dim>{{-1, "batch"}, {10, ""}};
+  g.outputs.push_back(out);
+  g.initializers["w1"] = RandomFloat({8, 3, 3, 3}, -0.5f, 0.5f, 1);
+  g.initializers["b1"] = RandomFloat({8}, -0.1f, 0.1f, 2);
+  g.initializers["w2"] = RandomFloat({16, 8, 3, 3}, -0.3f, 0.3f, 3);
+  g.initializers["b2"] = RandomFloat({16}, -0.1f, 0.1f, 4);
+  g.initializers["w3"] = RandomFloat({10, 16}, -1.f, 1.f, 5);
+  g.initializers["b3"] = RandomFloat({10}, -0.1f, 0.1f, 6);
+  Node* c1 = g.AddNode("Conv", {"input", "w1", "b1"}, {"c1"}, "conv1");
+  c1->attributes["pads"] = Ints({1, 1, 1, 1});
+  g.AddNode("Relu", {"c1"}, {"r1"}, "relu1");
+  Node* c2 = g.AddNode("Conv", {"r1", "w2", "b2"}, {"c2"}, "conv2");
+  c2->attributes["pads"] = Ints({1, 1, 1, 1});
+  c2->attributes["strides"] = Ints({2, 2});
+  g.AddNode("Relu", {"c2"}, {"r2"}, "relu2");
+  g.AddNode("GlobalAveragePool", {"r2"}, {"p"}, "pool");
+  g.AddNode("Flatten", {"p"}, {"f"}, "flatten");
+  Node* fc = g.AddNode("Gemm", {"f", "w3", "b3"}, {"logits"}, "fc");
+  fc->attributes["transB"] = inferd::testing::AttrInt(1);
+  return m;
+}
+
+class QuantizeModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("inferd_quantize_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "cal");
+    ASSERT_TRUE(SaveNpy(RandomFloat({64, 3, 8, 8}, -1.f, 1.f, 7), dir_ / "cal" / "a.npy").ok());
+    ASSERT_TRUE(SaveNpy(RandomFloat({36, 3, 8, 8}, -1.f, 1.f, 8), dir_ / "cal" / "b.npy").ok());
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static Tensor Run(Model m, const Tensor& x, OptimizationLevel level) {
+    SessionOptions o;
+    o.num_threads = 2;
+    o.optimization_level = level;
+    auto s = Session::Create(std::move(m), o);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (!s.ok()) return Tensor();
+    std::vector<Tensor> outs;
+    Status st = (*s)->Run({x}, &outs);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return st.ok() ? outs[0] : Tensor();
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(QuantizeModelTest, Int8QdqAgreesWithFp32AndFusesToInt8Ops) {
+  for (auto method : {CalibrationMethod::kMinMax, CalibrationMethod::kPercentile,
+                      CalibrationMethod::kEntropy}) {
+    Model m = SmallCnn();
+    QuantizeOptions o;
+    o.calibration_dir = dir_ / "cal";
+    o.method = method;
+    o.num_threads = 2;
+    o.report = true;
+    QuantizeReport report;
+    Status st = QuantizeModel(m, o, &report);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(report.calibration_samples, 100);
+    ASSERT_EQ(report.layers.size(), 3u);
+    for (const auto& l : report.layers) EXPECT_GT(l.weight_sqnr_db, 30) << l.node;
+    ASSERT_EQ(report.output_sqnr_db.size(), 1u);
+    EXPECT_GT(report.output_sqnr_db[0].second, 25) << static_cast<int>(method) << report.ToString();
+    EXPECT_NE(report.ToString().find("conv2"), std::string::npos);
+    // The written graph is standard QDQ.
+    int q = 0, dq = 0;
+    for (const auto& n : m.graph.nodes) {
+      q += n->op_type == "QuantizeLinear";
+      dq += n->op_type == "DequantizeLinear";
+    }
+    EXPECT_EQ(q, 4);  // input, r1, r2, f (logits stay float)
+    EXPECT_GE(dq, 3 + 3 + 3);
+    // The engine runs it with int8 convolutions and agrees with FP32.
+    Tensor x = RandomFloat({5, 3, 8, 8}, -1.f, 1.f, 99);
+    Tensor ref = Run(SmallCnn(), x, OptimizationLevel::kBasic);
+    Tensor got = Run(CloneModel(m), x, OptimizationLevel::kBasic);
+    ASSERT_TRUE(got.defined());
+    EXPECT_GT(Sqnr(ref, got), 25.0);
+    Model fused = CloneModel(m);
+    ASSERT_TRUE(Optimize(fused, OptimizationLevel::kBasic).ok());
+    int qconv = 0;
+    for (const auto& n : fused.graph.nodes) qconv += n->op_type == "QLinearConv";
+    EXPECT_EQ(qconv, 2);
+  }
+}
+
+TEST_F(QuantizeModelTest, ExcludeAndPerTensor) {
+  Model m = SmallCnn();
+  QuantizeOptions o;
+  o.calibration_dir = dir_ / "cal";
+  o.exclude = {"conv2"};
+  o.per_channel = false;
+  o.samples = 20;
+  QuantizeReport report;
+  ASSERT_TRUE(QuantizeModel(m, o, &report).ok());
+  EXPECT_EQ(report.layers.size(), 2u);
+  EXPECT_EQ(report.calibration_samples, 20);
+  ASSERT_EQ(report.skipped.size(), 1u);
+  for (const auto& n : m.graph.nodes) {
+    if (n->name == "conv2") {
+      EXPECT_EQ(n->inputs[1], "w2");
+    }
+  }
+}
+
+TEST_F(QuantizeModelTest, Fp16AndBf16WeightsKeepOutputsClose) {
+  Tensor x = RandomFloat({2, 3, 8, 8}, -1.f, 1.f, 5);
+  Tensor ref = Run(SmallCnn(), x, OptimizationLevel::kBasic);
+  for (Precision p : {Precision::kFp16, Precision::kBf16}) {
+    Model m = SmallCnn();
+    QuantizeOptions o;
+    o.precision = p;
+    QuantizeReport report;
+    ASSERT_TRUE(QuantizeModel(m, o, &report).ok());
+    EXPECT_LT(report.bytes_after, report.bytes_before * 6 / 10);
+    Tensor got = Run(std::move(m), x, OptimizationLevel::kBasic);
+    ASSERT_TRUE(got.defined());
+    EXPECT_GT(Sqnr(ref, got), p == Precision::kFp16 ? 50.0 : 30.0);
+  }
+}
+
+TEST_F(QuantizeModelTest, BadCalibrationDataFails) {
+  QuantizeOptions o;
+  Model m = SmallCnn();
+  EXPECT_EQ(QuantizeModel(m, o, nullptr).code(), StatusCode::kInvalidArgument);  // no folder
+  m = SmallCnn();
+  o.calibration_dir = dir_ / "missing";
+  EXPECT_EQ(QuantizeModel(m, o, nullptr).code(), StatusCode::kInvalidArgument);
+  fs::create_directories(dir_ / "empty");
+  m = SmallCnn();
+  o.calibration_dir = dir_ / "empty";
+  EXPECT_EQ(QuantizeModel(m, o, nullptr).code(), StatusCode::kInvalidArgument);
+  fs::create_directories(dir_ / "wrong");
+  ASSERT_TRUE(SaveNpy(RandomFloat({4, 3, 5, 5}), dir_ / "wrong" / "a.npy").ok());
+  m = SmallCnn();
+  o.calibration_dir = dir_ / "wrong";
+  Status st = QuantizeModel(m, o, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("a.npy"), std::string::npos) << st.message();
+  fs::create_directories(dir_ / "ints");
+  ASSERT_TRUE(SaveNpy(Tensor::Allocate(DataType::kInt64, {4, 3, 8, 8}), dir_ / "ints" / "a.npy").ok());
+  m = SmallCnn();
+  o.calibration_dir = dir_ / "ints";
+  EXPECT_EQ(QuantizeModel(m, o, nullptr).code(), StatusCode::kInvalidArgument);
+  m = SmallCnn();
+  o.precision = Precision::kInt4;
+  EXPECT_FALSE(QuantizeModel(m, o, nullptr).ok());
+}
+
+}  // namespace
+}  // namespace inferd::quantize
