@@ -305,7 +305,7 @@ Status Soak(InferenceClient& client, const ServerBenchOptions& o, PointResult::M
     PointResult p = Merge({windows.back()}, mode, level, o.batch);
     p.stable = true;
     const double elapsed = std::chrono::duration<double>(b.time - start).count();
-    out << fmt::format("[soak] t={:7.0f}s {:10.1f} infer/s  p99 {:8.2f} ms  server RSS {}  "
+    out << fmt::format("[soak] t={:7.1f}s {:10.1f} infer/s  p99 {:8.2f} ms  server RSS {}  "
                        "errors {}\n",
                        elapsed, p.throughput, p.latency.p99_us / 1e3,
                        Opt(p.server_rss_mb, "{:.1f} MB"), p.error_count);

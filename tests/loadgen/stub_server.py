@@ -20,6 +20,10 @@ MODEL = "stub"
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     service_s = 0.02
+    # One write per response, no Nagle: otherwise headers and body leave in two segments and the
+    # client's delayed ACK adds ~40 ms to every request.
+    disable_nagle_algorithm = True
+    wbufsize = -1
 
     def log_message(self, *args):
         pass
