@@ -1,6 +1,6 @@
 // BatchScheduler: a model-agnostic dynamic batcher. Tasks (anything with `int64_t size() const`,
-// the number of batch rows it contributes) are queued per priority level; a scheduler thread forms
-// batches and hands them to N worker threads (one per model instance) that run ProcessBatchFn.
+// the number of batch rows it contributes) are queued per priority level and batched for N worker
+// threads (one per model instance) that run ProcessBatchFn.
 //
 // Batch forming, whenever a worker is idle and tasks are queued (tasks are taken in order: priority
 // level 1 first, FIFO within a level, then tasks delayed by a DELAY timeout action):
@@ -11,6 +11,10 @@
 //   3. Else it is dispatched when its oldest task has waited `max_queue_delay`; until then the
 //      scheduler sleeps on the Clock (new tasks wake it).
 // Batches form only when a worker is free, so under load they grow while the workers are busy.
+// Who forms them: Schedule, when a worker is idle and a batch can go at once (the task goes
+// straight to that worker); a worker that finishes a batch, for its own next batch (under load a
+// worker runs batch after batch without sleeping or a thread hand-off); and the scheduler thread,
+// which only times queue delays and deadlines. So a request costs one thread wake-up at most.
 //
 // Timeouts: a task's queue timeout (its level's default_timeout, lowered by the request's own
 // when allow_timeout_override) is checked by the scheduler thread, so an expired task is rejected
@@ -139,6 +143,10 @@ class BatchScheduler {
   template <class Fn>
   void ForEachQueuedLocked(Fn&& fn) const;  // fn(const Entry&) -> bool continue
   Batch TakeLocked(size_t n);
+  // Hands batches that can be formed now to idle workers (into ready_; the caller notifies them).
+  // Returns whether the scheduler thread must look again: tasks wait for a queue delay, or a
+  // deadline has passed. Requires mu_.
+  bool DispatchLocked(Clock::TimePoint now);
   void SchedulerLoop();
   void WorkerLoop(int worker);
 
@@ -255,6 +263,8 @@ Status BatchScheduler<Task>::Schedule(std::unique_ptr<Task>* task, const Schedul
   if (policy.allow_timeout_override && so.timeout.count() > 0) {
     timeout = timeout.count() == 0 ? so.timeout : std::min(timeout, so.timeout);
   }
+  size_t wake_workers = 0;
+  bool wake_scheduler = false;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stopping_) return Unavailable("the batch scheduler is shutting down");
@@ -268,9 +278,28 @@ Status BatchScheduler<Task>::Schedule(std::unique_ptr<Task>* task, const Schedul
     queues_[level - 1].push_back(Entry{std::move(*task), now, deadline});
     ++num_queued_;
     earliest_deadline_ = std::min(earliest_deadline_, deadline);
+    // Hand a batch straight to an idle worker when one can be formed now; the scheduler thread
+    // is only needed to time a queue delay or a deadline.
+    const size_t ready_before = ready_.size();
+    wake_scheduler = DispatchLocked(now) || deadline != Clock::kForever;
+    wake_workers = ready_.size() - ready_before;
   }
-  scheduler_cv_.notify_one();
+  for (size_t i = 0; i < wake_workers; ++i) worker_cv_.notify_one();
+  if (wake_scheduler) scheduler_cv_.notify_one();
   return Status::Ok();
+}
+
+template <class Task>
+bool BatchScheduler<Task>::DispatchLocked(Clock::TimePoint now) {
+  if (now >= earliest_deadline_) return true;  // expired tasks: the scheduler thread rejects them
+  while (idle_workers_ > 0) {
+    Clock::TimePoint wake;
+    const size_t n = DecideLocked(now, &wake);
+    if (n == 0) return num_queued_ > 0;
+    ready_.push_back(TakeLocked(n));
+    --idle_workers_;
+  }
+  return false;
 }
 
 template <class Task>
@@ -401,11 +430,22 @@ void BatchScheduler<Task>::WorkerLoop(int worker) {
     if (ready_.empty()) return;
     Batch batch = std::move(ready_.front());
     ready_.pop_front();
-    l.unlock();
-    process_(worker, std::move(batch));
-    l.lock();
+    while (true) {
+      l.unlock();
+      process_(worker, std::move(batch));
+      l.lock();
+      // Form the next batch here rather than handing over to the scheduler thread and back: under
+      // load a worker goes from batch to batch without sleeping.
+      const Clock::TimePoint now = clock_.Now();
+      if (now >= earliest_deadline_) break;  // expired tasks: the scheduler thread rejects them
+      Clock::TimePoint wake;
+      const size_t n = DecideLocked(now, &wake);
+      if (n == 0) break;
+      batch = TakeLocked(n);
+    }
     ++idle_workers_;
-    scheduler_cv_.notify_one();
+    // The scheduler thread times a pending queue delay or deadline, and finishes a shutdown.
+    if (num_queued_ > 0 || stopping_) scheduler_cv_.notify_one();
   }
 }
 

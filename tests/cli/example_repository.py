@@ -1,0 +1,123 @@
+#!/usr/bin/python3
+"""Writes the example model repository that `make run` serves (Triton's layout).
+
+    /usr/bin/python3 tests/cli/example_repository.py --models build/models \
+        --out build/example_repository [--image mobilenet_v2|resnet50]
+
+MODELS is the cache written by scripts/export_models.py. The repository gets:
+
+    identity/       FP32 [N, 16] -> [N, 16] (written here), max_batch_size 64, no dynamic batching
+    dlrm/           the recommender, max_batch_size 64 with dynamic batching
+    bert_base/      BERT-base, ragged batching over the sequence length (padded with 0)
+    <image>/        MobileNetV2 (default) or ResNet-50, max_batch_size 8 with dynamic batching
+
+Version folders link to the exported model files (no 500 MB copies); the config.pbtxt files use
+Triton's field names, so the same folder loads in Triton's onnxruntime backend. The script is
+idempotent: it rewrites the configs and links every time.
+"""
+import argparse
+import os
+import shutil
+import sys
+
+import onnx
+from onnx import TensorProto, helper
+
+CONFIGS = {
+    "identity": """\
+name: "identity"
+platform: "onnxruntime_onnx"
+max_batch_size: 64
+input [ { name: "x" data_type: TYPE_FP32 dims: [ 16 ] } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [ 16 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+""",
+    "dlrm": """\
+name: "dlrm"
+platform: "onnxruntime_onnx"
+max_batch_size: 64
+input [
+  { name: "dense_features" data_type: TYPE_FP32 dims: [ 13 ] },
+  { name: "sparse_ids" data_type: TYPE_INT64 dims: [ 8, 4 ] }
+]
+output [ { name: "probability" data_type: TYPE_FP32 dims: [ 1 ] } ]
+dynamic_batching {
+  preferred_batch_size: [ 64 ]
+  max_queue_delay_microseconds: 2000
+}
+instance_group [ { count: 1 kind: KIND_CPU } ]
+""",
+    "bert_base": """\
+name: "bert_base"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [
+  { name: "input_ids" data_type: TYPE_INT64 dims: [ -1 ] allow_ragged_batch: true },
+  { name: "attention_mask" data_type: TYPE_INT64 dims: [ -1 ] allow_ragged_batch: true }
+]
+output [
+  { name: "last_hidden_state" data_type: TYPE_FP32 dims: [ -1, 768 ] },
+  { name: "pooler_output" data_type: TYPE_FP32 dims: [ 768 ] }
+]
+dynamic_batching { max_queue_delay_microseconds: 5000 }
+instance_group [ { count: 1 kind: KIND_CPU } ]
+""",
+    "image": """\
+name: "{name}"
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+input [ {{ name: "input" data_type: TYPE_FP32 dims: [ 3, 224, 224 ] }} ]
+output [ {{ name: "logits" data_type: TYPE_FP32 dims: [ 1000 ] }} ]
+dynamic_batching {{ preferred_batch_size: [ 4, 8 ] max_queue_delay_microseconds: 5000 }}
+instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+""",
+}
+
+
+def write_identity(path):
+    g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "identity",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 16])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, path)
+
+
+def link_model(src, dst):
+    if os.path.lexists(dst):
+        os.remove(dst)
+    os.symlink(os.path.abspath(src), dst)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", required=True, help="scripts/export_models.py output folder")
+    ap.add_argument("--out", required=True, help="repository folder to (re)write")
+    ap.add_argument("--image", default="mobilenet_v2", choices=["mobilenet_v2", "resnet50"])
+    args = ap.parse_args()
+
+    os.makedirs(args.out, exist_ok=True)
+    # Only our own model folders are rewritten; anything else a user put there stays.
+    for name in ("identity", "dlrm", "bert_base", "mobilenet_v2", "resnet50"):
+        shutil.rmtree(os.path.join(args.out, name), ignore_errors=True)
+
+    models = {"identity": None, "dlrm": "dlrm", "bert_base": "bert_base", args.image: args.image}
+    for name, exported in models.items():
+        version_dir = os.path.join(args.out, name, "1")
+        os.makedirs(version_dir)
+        if exported is None:
+            write_identity(os.path.join(version_dir, "model.onnx"))
+        else:
+            src = os.path.join(args.models, exported, "model.onnx")
+            if not os.path.exists(src):
+                sys.exit(f"example_repository: {src} is missing; run scripts/export_models.py")
+            link_model(src, os.path.join(version_dir, "model.onnx"))
+        config = CONFIGS.get(name) or CONFIGS["image"].format(name=name)
+        with open(os.path.join(args.out, name, "config.pbtxt"), "w") as f:
+            f.write(config)
+    print(f"example repository: {', '.join(sorted(models))} in {args.out}")
+
+
+if __name__ == "__main__":
+    main()
