@@ -55,7 +55,7 @@ TEST(Pipeline, NoneLeavesTheGraphAlone) {
 TEST(Pipeline, ReportsEveryPassInOrder) {
   OptimizationReport report;
   Model m = Optimized(SmallCnn().model(), &report);
-  ASSERT_EQ(report.passes.size(), 7u);
+  ASSERT_EQ(report.passes.size(), 8u);  // incl. QdqFusion
   EXPECT_EQ(report.passes.front().pass, "ConstantFolding");
   EXPECT_EQ(report.passes.back().pass, "DeadNodeElimination");
   EXPECT_EQ(Fired(report, "ConvBnFusion"), 1);
