@@ -5,8 +5,10 @@
 //   basic     semantics-preserving cleanups and standard-op fusions: constant folding (including
 //             shape subgraphs), dead-node elimination, no-op elimination, common-subexpression
 //             elimination, Conv+BatchNormalization, Conv+Mul/Add, MatMul+Add → Gemm.
-//   extended  basic + fusions into inferd's own ops (domain ai.inferd); none yet.
-//   all       extended + layout propagation; none yet.
+//   extended  basic + fusions into inferd's own ops (domain ai.inferd): Conv/Gemm/MatMul +
+//             activation and + residual Add (oneDNN post-ops), MatMul + bias, GELU, LayerNorm,
+//             multi-head attention, Transpose/Reshape chain folding.
+//   all       extended + layout propagation; none yet (runs extended).
 #pragma once
 
 #include <string>
