@@ -44,10 +44,18 @@ conformance: build
 	grep -v -E '^(PASS|FAIL|UNSUPPORTED) ' $(BUILD)/conformance.log; \
 	echo "conformance: full log in $(BUILD)/conformance.log"; exit $$rc
 
-# Exports the example models (scripts/export_models.py, cached in $(BUILD)/models), then runs
-# `inferd inspect` and `inferd run` on each and prints a summary.
+# Exports the example models (scripts/export_models.py, cached in $(BUILD)/models), writes the
+# example repository $(BUILD)/example_repository, prints example curl commands and serves it in
+# the foreground (Ctrl-C stops). SUMMARY=1 first runs `inferd inspect`/`inferd run` on each model
+# and prints a summary (tests/cli/run_examples.sh). Ports: HTTP_PORT, GRPC_PORT, METRICS_PORT.
+HTTP_PORT ?= 8000
+GRPC_PORT ?= 8001
+METRICS_PORT ?= 8002
+SUMMARY ?=
 run: build
-	@tests/cli/run_examples.sh $(BUILD)/inferd $(BUILD)/models $(BUILD)/run_outputs
+	@$(if $(SUMMARY),tests/cli/run_examples.sh $(BUILD)/inferd $(BUILD)/models $(BUILD)/run_outputs &&) \
+	tests/cli/serve_examples.sh $(BUILD)/inferd $(BUILD)/models $(BUILD)/example_repository \
+	  $(HTTP_PORT) $(GRPC_PORT) $(METRICS_PORT)
 
 clean:
 	rm -rf $(BUILD)
