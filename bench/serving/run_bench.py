@@ -1,0 +1,258 @@
+#!/usr/bin/python3
+"""Serving load tests: dynamic batching on the DLRM recommender, and identity-model throughput.
+
+    /usr/bin/python3 bench/serving/run_bench.py [--inferd build/inferd] [--models build/models]
+        [--rounds 3] [--seconds 10] [--connections 64] [--only dlrm,identity-http,identity-grpc]
+
+Writes a repository (--work, default build/bench_serving) with
+    dlrm_batching     the recommender, max_batch_size 64, dynamic_batching (preferred 64, 2 ms delay)
+    dlrm_no_batching  the same model and config without the dynamic_batching block
+    identity          FP32 [N, 16] Identity, max_batch_size 64, no dynamic batching
+starts one `inferd serve` (OMP_WAIT_POLICY=PASSIVE) and drives it with `wrk` (HTTP, JSON bodies,
+bench/serving/infer.lua) and bench/serving/grpc_load (gRPC, raw tensors), all with --connections
+concurrent requests (wrk: connections; grpc_load: calls in flight over 4 channels). The variants
+of a comparison alternate within each round (A B, B A, ...), so a change in the machine's load hits
+both; the report gives per-run numbers, medians and the ratio of medians. Every run also checks
+that no request failed (a non-2xx answer or gRPC error counts as a failure).
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "cli"))
+import example_repository  # noqa: E402
+
+DLRM_CONFIG = """\
+name: "{name}"
+platform: "onnxruntime_onnx"
+max_batch_size: 64
+input [
+  {{ name: "dense_features" data_type: TYPE_FP32 dims: [ 13 ] }},
+  {{ name: "sparse_ids" data_type: TYPE_INT64 dims: [ 8, 4 ] }}
+]
+output [ {{ name: "probability" data_type: TYPE_FP32 dims: [ 1 ] }} ]
+instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+"""
+DYNAMIC_BATCHING = """\
+dynamic_batching {
+  preferred_batch_size: [ 64 ]
+  max_queue_delay_microseconds: 2000
+}
+"""
+
+
+def write_repository(work, models):
+    repo = os.path.join(work, "repository")
+    shutil.rmtree(repo, ignore_errors=True)
+    src = os.path.join(models, "dlrm", "model.onnx")
+    if not os.path.exists(src):
+        sys.exit(f"run_bench: {src} is missing; run scripts/export_models.py --out {models}")
+    for name, batching in (("dlrm_batching", True), ("dlrm_no_batching", False)):
+        os.makedirs(os.path.join(repo, name, "1"))
+        example_repository.link_model(src, os.path.join(repo, name, "1", "model.onnx"))
+        with open(os.path.join(repo, name, "config.pbtxt"), "w") as f:
+            f.write(DLRM_CONFIG.format(name=name) + (DYNAMIC_BATCHING if batching else ""))
+    os.makedirs(os.path.join(repo, "identity", "1"))
+    example_repository.write_identity(os.path.join(repo, "identity", "1", "model.onnx"))
+    with open(os.path.join(repo, "identity", "config.pbtxt"), "w") as f:
+        f.write(example_repository.CONFIGS["identity"])
+    # One batch-1 request body for DLRM (ids inside every table's range).
+    rng = np.random.default_rng(0)
+    body = {"inputs": [
+        {"name": "dense_features", "datatype": "FP32", "shape": [1, 13],
+         "data": [round(float(v), 3) for v in rng.random(13)]},
+        {"name": "sparse_ids", "datatype": "INT64", "shape": [1, 8, 4],
+         "data": [int(v) for v in rng.integers(0, 1000, 32)]}]}
+    body_path = os.path.join(work, "dlrm_body.json")
+    with open(body_path, "w") as f:
+        json.dump(body, f)
+    return repo, body_path
+
+
+class Server:
+    def __init__(self, inferd, repo, log_path, extra):
+        env = dict(os.environ)
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        self.log = open(log_path, "w")
+        self.proc = subprocess.Popen(
+            [inferd, "serve", "--model-repository", repo, "--http-port", "0", "--grpc-port", "0",
+             "--metrics-port", "0", "--log-level", "info"] + extra,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        self.http = self.grpc = None
+        deadline = time.time() + 300
+        while time.time() < deadline and not (self.http and self.grpc):
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.log.write(line)
+            if (m := re.search(r"HTTP KServe v2 listening on (http://\S+)", line)):
+                self.http = m.group(1)
+            if (m := re.search(r"gRPC KServe v2 listening on (\S+)", line)):
+                self.grpc = m.group(1)
+        if not (self.http and self.grpc):
+            self.stop()
+            sys.exit(f"run_bench: server did not start; see {log_path}")
+        # Keep draining the log so the server never blocks on a full pipe.
+        import threading
+        threading.Thread(target=lambda: [self.log.write(l) for l in self.proc.stdout],
+                         daemon=True).start()
+
+    def stats(self, model):
+        with urllib.request.urlopen(f"{self.http}/v2/models/{model}/stats") as r:
+            return json.load(r)["model_stats"][0]
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def run_wrk(url, model, body, seconds, connections):
+    cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "-s",
+           os.path.join(HERE, "infer.lua"), url, "--", model] + ([body] if body else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    m = re.search(r"^WRK_JSON (.*)$", out, re.M)
+    if not m:
+        raise RuntimeError("wrk printed no summary:\n" + out)
+    r = json.loads(m.group(1))
+    r["failed"] = r["non2xx"] + r["connect_errors"] + r["read_errors"] + r["write_errors"] + \
+        r["timeouts"]
+    r["cmd"] = " ".join(cmd)
+    return r
+
+
+def run_grpc(tool, target, model, seconds, connections):
+    cmd = [tool, "--target", target, "--model", model, "--concurrency", str(connections),
+           "--channels", "4", "--seconds", str(seconds), "--warmup-seconds", "1"]
+    out = subprocess.run(cmd, capture_output=True, text=True).stdout
+    m = re.search(r"^GRPC_JSON (.*)$", out, re.M)
+    if not m:
+        raise RuntimeError("grpc_load printed no summary:\n" + out)
+    r = json.loads(m.group(1))
+    r["failed"] = r["errors"]
+    r["cmd"] = " ".join(cmd)
+    return r
+
+
+def fmt_run(name, r):
+    return (f"  {name:<18} {r['rps']:>9.1f} req/s  p50 {r['p50_us'] / 1000:7.2f} ms  "
+            f"p90 {r['p90_us'] / 1000:7.2f} ms  p99 {r['p99_us'] / 1000:7.2f} ms  "
+            f"failed {r['failed']}")
+
+
+def summarize(title, results):
+    print(f"\n### {title}\n")
+    print("| variant | runs | median req/s | median p50 ms | median p99 ms | failed |")
+    print("|---|---|---|---|---|---|")
+    med = {}
+    for name, runs in results.items():
+        med[name] = {k: statistics.median(r[k] for r in runs) for k in ("rps", "p50_us", "p99_us")}
+        print(f"| {name} | {len(runs)} | {med[name]['rps']:.0f} | "
+              f"{med[name]['p50_us'] / 1000:.2f} | {med[name]['p99_us'] / 1000:.2f} | "
+              f"{sum(r['failed'] for r in runs)} |")
+    return med
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--inferd", default=os.path.join(ROOT, "build", "inferd"))
+    ap.add_argument("--models", default=os.path.join(ROOT, "build", "models"))
+    ap.add_argument("--work", default=os.path.join(ROOT, "build", "bench_serving"))
+    ap.add_argument("--grpc-load", default=None,
+                    help="grpc_load binary (default: built into --work by build_grpc_load.sh)")
+    ap.add_argument("--proto-build", default=os.path.join(ROOT, "build"),
+                    help="build folder holding the generated grpc_service.pb.cc")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--only", default="dlrm,identity-http,identity-grpc")
+    ap.add_argument("--server-args", default="", help="extra `inferd serve` flags")
+    args = ap.parse_args()
+    only = set(args.only.split(","))
+
+    os.makedirs(args.work, exist_ok=True)
+    repo, dlrm_body = write_repository(args.work, args.models)
+    grpc_tool = args.grpc_load
+    if "identity-grpc" in only and grpc_tool is None:
+        grpc_tool = os.path.join(args.work, "grpc_load")
+        subprocess.run([os.path.join(HERE, "build_grpc_load.sh"), args.proto_build, grpc_tool],
+                       check=True)
+    server = Server(args.inferd, repo, os.path.join(args.work, "server.log"),
+                    args.server_args.split())
+    print(f"server {args.inferd} on {server.http} / {server.grpc}; {os.cpu_count()} CPUs; "
+          f"load average {loadavg()}; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'PASSIVE')}")
+    failed = 0
+    try:
+        if "dlrm" in only:
+            variants = ["dlrm_no_batching", "dlrm_batching"]
+            results = {v: [] for v in variants}
+            for v in variants:  # warm-up (first requests allocate arenas, fault in weights)
+                run_wrk(server.http, v, dlrm_body, 2, args.connections)
+            for rnd in range(args.rounds):
+                order = variants if rnd % 2 == 0 else variants[::-1]
+                print(f"round {rnd + 1} (load average {loadavg()}):")
+                for v in order:
+                    r = run_wrk(server.http, v, dlrm_body, args.seconds, args.connections)
+                    results[v].append(r)
+                    print(fmt_run(v, r), flush=True)
+            print(f"command: {results['dlrm_batching'][0]['cmd']}")
+            med = summarize(f"DLRM, batch-1 requests, wrk {args.connections} connections, "
+                            f"{args.seconds} s per run", results)
+            ratio = med["dlrm_batching"]["rps"] / med["dlrm_no_batching"]["rps"]
+            p99 = med["dlrm_batching"]["p99_us"] / med["dlrm_no_batching"]["p99_us"]
+            print(f"\nthroughput ratio (batching / no batching, medians): {ratio:.2f}x; "
+                  f"p99 ratio {p99:.2f}")
+            st = server.stats("dlrm_batching")
+            rows = st["inference_count"]
+            print(f"dlrm_batching: {rows} rows in {st['execution_count']} executions "
+                  f"(mean batch {rows / max(1, st['execution_count']):.1f})")
+            failed += sum(r["failed"] for rs in results.values() for r in rs)
+        ident = {}
+        if "identity-http" in only:
+            ident["HTTP (wrk, JSON)"] = lambda: run_wrk(server.http, "identity", None,
+                                                        args.seconds, args.connections)
+        if "identity-grpc" in only:
+            ident["gRPC (grpc_load, raw)"] = lambda: run_grpc(grpc_tool, server.grpc, "identity",
+                                                              args.seconds, args.connections)
+        if ident:
+            results = {k: [] for k in ident}
+            for rnd in range(args.rounds):
+                print(f"round {rnd + 1} (load average {loadavg()}):")
+                for k, fn in ident.items():
+                    r = fn()
+                    results[k].append(r)
+                    print(fmt_run(k, r), flush=True)
+            for k in results:
+                print(f"command: {results[k][0]['cmd']}")
+            summarize(f"identity FP32 [1, 16], {args.connections} concurrent requests, "
+                      f"{args.seconds} s per run", results)
+            failed += sum(r["failed"] for rs in results.values() for r in rs)
+    finally:
+        server.stop()
+    print(f"\nload average at the end: {loadavg()}")
+    if failed:
+        print(f"run_bench: {failed} requests failed", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
