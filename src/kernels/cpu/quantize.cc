@@ -47,6 +47,39 @@ Status CheckZeroPointMatchesScale(const Tensor* zp, const Tensor& scale, const c
   return Status::Ok();
 }
 
+// Runs fn(begin, end, channel) over [0, n) in parallel, split at channel boundaries of `l`.
+template <typename Fn>
+void ForEachChannelSegment(const AxisLayout& l, int64_t n, Fn&& fn) {
+  ParallelFor(n, 16384, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e;) {
+      int64_t oc = i / l.inner;
+      int64_t end = std::min(e, (oc + 1) * l.inner);
+      fn(i, end, oc % l.channels);
+      i = end;
+    }
+  });
+}
+
+// float32 → uint8/int8, written so the compiler vectorizes it (the hot case of QDQ models).
+template <typename Q>
+void QuantizeFloat(const float* x, Q* y, int64_t n, float scale, int32_t zp) {
+  constexpr float lo = static_cast<float>(std::numeric_limits<Q>::min());
+  constexpr float hi = static_cast<float>(std::numeric_limits<Q>::max());
+  const float z = static_cast<float>(zp);
+  for (int64_t i = 0; i < n; ++i) {
+    float q = x[i] / scale;
+    q = q == q ? q : 0.f;  // NaN → zero point
+    float v = std::nearbyint(q) + z;
+    v = std::min(std::max(v, lo), hi);
+    y[i] = static_cast<Q>(static_cast<int32_t>(v));
+  }
+}
+
+template <typename Q>
+void DequantizeToFloat(const Q* x, float* y, int64_t n, float scale, int32_t zp) {
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - zp) * scale;
+}
+
 class QuantizeLinearKernel final : public OpKernel {
  public:
   Status Init(const KernelInfo& info) override {
@@ -70,6 +103,17 @@ class QuantizeLinearKernel final : public OpKernel {
     ASSIGN_OR_RETURN(auto scales, ReadScales(scale, l.channels, "y_scale"));
     ASSIGN_OR_RETURN(auto zps, ReadZeroPoints(zp, l.channels, "y_zero_point"));
     Tensor* y = ctx.AllocateOutput(0, out_type, x->shape());
+    if (x->dtype() == DataType::kFloat32) {
+      const float* src = x->data<float>();
+      ForEachChannelSegment(l, x->NumElements(), [&](int64_t b, int64_t e, int64_t c) {
+        if (out_type == DataType::kUInt8) {
+          QuantizeFloat(src + b, y->data<uint8_t>() + b, e - b, scales[c], zps[c]);
+        } else {
+          QuantizeFloat(src + b, y->data<int8_t>() + b, e - b, scales[c], zps[c]);
+        }
+      });
+      return Status::Ok();
+    }
     return DispatchAll(
         x->dtype(),
         [&](auto tag) -> Status {
@@ -136,6 +180,17 @@ class DequantizeLinearKernel final : public OpKernel {
     ASSIGN_OR_RETURN(auto zps, ReadZeroPoints(zp, l.channels, "x_zero_point"));
     DataType out_type = scale->dtype();
     Tensor* y = ctx.AllocateOutput(0, out_type, x->shape());
+    if (out_type == DataType::kFloat32 && IsQuantType(x->dtype())) {
+      float* dst = y->data<float>();
+      ForEachChannelSegment(l, x->NumElements(), [&](int64_t b, int64_t e, int64_t c) {
+        if (x->dtype() == DataType::kUInt8) {
+          DequantizeToFloat(x->data<uint8_t>() + b, dst + b, e - b, scales[c], zps[c]);
+        } else {
+          DequantizeToFloat(x->data<int8_t>() + b, dst + b, e - b, scales[c], zps[c]);
+        }
+      });
+      return Status::Ok();
+    }
     std::vector<int32_t> xs = WidenToInt32(*x);
     return DispatchAll(
         out_type,
