@@ -2,14 +2,14 @@
 """Compares inferd, ONNX Runtime and PyTorch on CPU latency and throughput, in one run.
 
     /usr/bin/python3 bench/compare.py [--threads 2] [--rounds 3] [--configs resnet50:1,...]
-        [--inferd-bench build/inferd_bench_model] [--models-dir build/models]
+        [--inferd build/inferd] [--models-dir build/models]
         [--markdown FILE] [--json FILE]
 
 For each config MODEL:BATCH (default resnet50:1, resnet50:16, bert_base:1, bert_base:16, BERT at
 --seq 128) it writes random inputs as .npy once (fixed seed; BERT ids in the vocabulary, mask all
 ones), then for --rounds rounds runs every runtime in turn, each in its own process:
 
-  inferd       build/inferd_bench_model (bench/inferd_bench.cc; Session, --threads)
+  inferd       build/inferd bench --json (random inputs of the same shapes, --threads)
   onnxruntime  node bench/ort_bench.js   (onnxruntime-node 1.30, intraOpNumThreads, opt level all)
   pytorch      bench/torch_bench.py      (torch.set_num_threads, eval, inference_mode)
 
@@ -59,12 +59,20 @@ def make_inputs(model, batch, seq, folder):
     return paths
 
 
-def command(runtime, args, model, inputs, iters):
+def command(runtime, args, model, batch, inputs, iters):
     onnx_path = os.path.join(args.models_dir, model, "model.onnx")
     flags = [f"--input={n}={p}" for n, p in inputs.items()]
     common = ["--threads", str(args.threads), "--warmup", str(args.warmup), "--iters", str(iters)]
     if runtime == "inferd":
-        return [args.inferd_bench, onnx_path] + flags + common
+        # In-process random inputs of the same shapes (ids in the vocabulary, as Gather bounds).
+        seq = ["--seq-len", str(args.seq)] if model == "bert_base" else []
+        cmd = [args.inferd, "bench", "--model", onnx_path, "--batch", str(batch), "--json",
+               "--threads", str(args.threads), "--warmup", str(args.warmup),
+               "--iterations", str(iters)] + seq
+        for n, p in inputs.items():
+            shape = "x".join(str(d) for d in np.load(p, mmap_mode="r").shape)
+            cmd += ["--input-shape", f"{n}={shape}"]
+        return cmd
     if runtime == "onnxruntime":
         # ort_bench.js takes "--input NAME=FILE" as two arguments.
         return (["node", os.path.join(ROOT, "bench", "ort_bench.js"), onnx_path] +
@@ -103,7 +111,8 @@ def main():
     p.add_argument("--iters-large", type=int, default=3, help="timed runs per process at batch > 1")
     p.add_argument("--runtimes", default=",".join(RUNTIMES))
     p.add_argument("--models-dir", default=os.path.join(ROOT, "build", "models"))
-    p.add_argument("--inferd-bench", default=os.path.join(ROOT, "build", "inferd_bench_model"))
+    p.add_argument("--inferd", default=os.path.join(ROOT, "build", "inferd"),
+                   help="the inferd binary (its `bench --json` subcommand is used)")
     p.add_argument("--work-dir", default=None, help="inputs cache (default MODELS_DIR/_bench)")
     p.add_argument("--timeout", type=int, default=900, help="seconds per runtime process")
     p.add_argument("--markdown", help="also write the table here")
@@ -115,8 +124,8 @@ def main():
         if r not in RUNTIMES:
             raise SystemExit(f"unknown runtime {r}; one of {RUNTIMES}")
     runtimes = [r for r in RUNTIMES if r in requested]  # table columns in a fixed order
-    if "inferd" in runtimes and not os.access(args.inferd_bench, os.X_OK):
-        raise SystemExit(f"no {args.inferd_bench}: build the inferd_bench_model target first")
+    if "inferd" in runtimes and not os.access(args.inferd, os.X_OK):
+        raise SystemExit(f"no {args.inferd}: build the inferd target first")
     if "onnxruntime" in runtimes and not os.path.isdir(
             os.path.join(ROOT, "bench", "node_modules", "onnxruntime-node")):
         raise SystemExit("onnxruntime-node missing: "
@@ -147,7 +156,7 @@ def main():
                 key = (model, batch, runtime)
                 if key in errors:
                     continue
-                result, err = run_one(command(runtime, args, model, inputs, iters), env,
+                result, err = run_one(command(runtime, args, model, batch, inputs, iters), env,
                                       args.timeout)
                 if err:
                     errors[key] = err

@@ -9,11 +9,13 @@
 
 #include "common/status.h"
 #include "loadgen/server_bench.h"
+#include "tools/bench_command.h"
 #include "tools/inspect_command.h"
 #include "tools/optimize_command.h"
 #include "tools/quantize_command.h"
 #include "tools/run_command.h"
 #include "tools/serve_command.h"
+#include "tools/thread_policy.h"
 
 namespace {
 
@@ -80,9 +82,11 @@ int Main(int argc, char** argv) {
   inferd::tools::QuantizeCommandOptions quantize;
   CLI::App* quantize_cmd = inferd::tools::AddQuantizeSubcommand(app, &quantize);
 
+  inferd::tools::BenchOptions bench;
+  CLI::App* bench_cmd = inferd::tools::AddBenchSubcommand(app, &bench);
+
   // Registered so `inferd --help` shows the planned interface; each exits with an error for now.
   const char* planned[][2] = {
-      {"bench", "Measure latency and throughput (not implemented yet)"},
   };
   for (const auto& p : planned) {
     CLI::App* cmd = app.add_subcommand(p[0], p[1]);
@@ -122,6 +126,7 @@ int Main(int argc, char** argv) {
     return Report(inferd::tools::QuantizeModelCommand(quantize, std::cout));
   }
   if (serve_cmd->parsed()) return Report(inferd::tools::ServeCommand(serve));
+  if (bench_cmd->parsed()) return Report(inferd::tools::BenchCommand(bench, std::cout));
   if (inspect_cmd->parsed()) {
     return Report(inferd::tools::InspectModelCommand(inspect_model, std::cout));
   }
@@ -131,6 +136,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  inferd::tools::EnsurePassiveOpenMpWait(argv);  // see thread_policy.h: no spinning by default
   // No exception may escape (CLI11 and the standard library throw); report it as one line.
   try {
     return Main(argc, argv);
