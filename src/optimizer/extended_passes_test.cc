@@ -359,5 +359,43 @@ TEST(TransposeReshapeFolding, ChainsCollapse) {
   ExpectSameOutputs(b.model(), {RandomFloat({2, 3, 4}, -1, 1, 27)}, kExt);
 }
 
+// x[1, 3, 9, 9] → Conv(→ 20, stride 2) → Relu → Conv(→ 20) → + first conv → Relu → depthwise
+// Conv → MaxPool → Conv: channel counts that are not multiples of 16, a residual read blocked,
+// a pool boundary and a graph output.
+ModelBuilder ConvChainModel() {
+  ModelBuilder b;
+  b.Input("x", {1, 3, 9, 9});
+  b.Init("W1", RandomFloat({20, 3, 3, 3}, -1, 1, 30)).Init("B1", RandomFloat({20}, -1, 1, 31));
+  b.Init("W2", RandomFloat({20, 20, 3, 3}, -0.3f, 0.3f, 32));
+  b.Init("W3", RandomFloat({20, 1, 3, 3}, -1, 1, 33)).Init("W4", RandomFloat({8, 20, 1, 1}, -1, 1, 34));
+  const auto pad = AttrInts({1, 1, 1, 1});
+  b.Add("Conv", {"x", "W1", "B1"}, {"c1"}, {{"pads", pad}, {"strides", AttrInts({2, 2})}});
+  b.Add("Relu", {"c1"}, {"r1"});
+  b.Add("Conv", {"r1", "W2"}, {"c2"}, {{"pads", pad}});
+  b.ValueShape("c1", {1, 20, 5, 5}).ValueShape("r1", {1, 20, 5, 5}).ValueShape("c2", {1, 20, 5, 5});
+  b.Add("Add", {"c2", "r1"}, {"s"});
+  b.Add("Relu", {"s"}, {"r2"});
+  b.Add("Conv", {"r2", "W3"}, {"c3"}, {{"pads", pad}, {"group", AttrInt(20)}});
+  b.Add("MaxPool", {"c3"}, {"p"}, {{"kernel_shape", AttrInts({2, 2})}});
+  b.Add("Conv", {"p", "W4"}, {"y"});
+  b.Output("y").Output("c3");
+  return b;
+}
+
+TEST(LayoutPropagation, ConvChainsStayBlocked) {
+  ModelBuilder b = ConvChainModel();
+  OptimizationReport report;
+  Model opt = Optimized(b.model(), &report, OptimizationLevel::kAll);
+  // c1 (read by the Conv and, as Z, by the residual Conv) and r2 stay blocked: 3 Convs change;
+  // c3 is a graph output and feeds a pool, y is a graph output.
+  EXPECT_EQ(Fired(report, "LayoutPropagation"), 3);
+  EXPECT_EQ(CountDomainOps(opt.graph, "BlockedConv"), 3);
+  ExpectSameOutputs(b.model(), {RandomFloat({1, 3, 9, 9}, -1, 1, 35)}, OptimizationLevel::kAll,
+                    1e-4, 1e-4);
+  // The extended level leaves layouts alone.
+  Optimized(b.model(), &report, kExt);
+  EXPECT_EQ(Fired(report, "LayoutPropagation"), -1);
+}
+
 }  // namespace
 }  // namespace inferd::testing

@@ -12,6 +12,7 @@
 #include "optimizer/fusion_util.h"
 #include "optimizer/gelu_fusion.h"
 #include "optimizer/layer_norm_fusion.h"
+#include "optimizer/layout_propagation.h"
 #include "optimizer/matmul_bias_fusion.h"
 #include "optimizer/matmul_add_fusion.h"
 #include "optimizer/noop_elimination.h"
@@ -75,7 +76,10 @@ std::vector<std::unique_ptr<GraphPass>> BuildPipeline(const Model& model, Optimi
   passes.push_back(std::make_unique<ActivationFusion>(opset));
   // 9. Dead-node elimination again: the fusions leave disconnected weights and shape arithmetic.
   passes.push_back(std::make_unique<DeadNodeElimination>());
-  // All level: layout propagation goes here, last, on the fused graph. None yet.
+  if (level == OptimizationLevel::kExtended) return passes;
+  // 10. All level: layout propagation last, on the fused graph (it rewrites fused Convs, and a
+  //     BlockedConv is opaque to every pass above, so it must not run before them).
+  passes.push_back(std::make_unique<LayoutPropagation>());
   return passes;
 }
 

@@ -12,5 +12,6 @@ inline constexpr char kInferdDomain[] = "ai.inferd";
 void RegisterFusedMatMulKernel(KernelRegistry& r);   // fused_matmul.cc: FusedMatMul
 void RegisterGeluKernel(KernelRegistry& r);          // fused_gelu.cc: Gelu
 void RegisterAttentionKernel(KernelRegistry& r);     // fused_attention.cc: Attention
+void RegisterBlockedConvKernel(KernelRegistry& r);   // fused_conv_blocked.cc: BlockedConv
 
 }  // namespace inferd::cpu

@@ -40,6 +40,7 @@ void RegisterFusedKernels(KernelRegistry& r) {
   RegisterFusedMatMulKernel(r);
   RegisterGeluKernel(r);
   RegisterAttentionKernel(r);
+  RegisterBlockedConvKernel(r);
 }
 
 }  // namespace inferd::cpu

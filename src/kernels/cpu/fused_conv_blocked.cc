@@ -1,0 +1,196 @@
+// ai.inferd.BlockedConv: a 2-D convolution whose input, residual and/or output tensors stay in
+// oneDNN's channel-blocked layout nChw16c between convolutions, written by LayoutPropagation
+// (src/optimizer/layout_propagation.cc, level "all"); schema in docs/optimizer.md.
+//
+// A blocked tensor of logical shape [N, C, H, W] is stored as nChw16c with C rounded up to a
+// multiple of 16 (padding channels zero, as oneDNN writes them); its Tensor shape is
+// [N, round16(C), H, W] so the arena sizes it right. Its true C is known from the weights: the
+// reader's W gives its input channels, the writer's W its output channels. Plain inputs and
+// outputs are reordered at the boundary, inside the kernel. float32, constant weights.
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "kernels/cpu/dnnl_util.h"
+#include "kernels/cpu/fused_kernels.h"
+#include "kernels/cpu/nn_common.h"
+
+namespace inferd::cpu {
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+
+constexpr int64_t kBlock = 16;
+int64_t RoundUp(int64_t c) { return (c + kBlock - 1) / kBlock * kBlock; }
+
+struct Plan {
+  dnnl::convolution_forward prim;
+  memory::desc src_md, dst_md;             // what the primitive reads and writes
+  memory::desc given_src_md, out_dst_md;   // how X arrives and how Y leaves
+  memory weights;
+  Shape out_logical;  // [N, M, OH, OW]
+};
+
+class BlockedConvKernel final : public OpKernel {
+ public:
+  Status Init(const KernelInfo& info) override {
+    const Node& node = info.node();
+    RETURN_IF_ERROR(attrs_.Parse(node, /*with_ceil_mode=*/false));
+    group_ = node.GetInt("group", 1);
+    x_blocked_ = node.GetInt("x_blocked", 0) != 0;
+    z_blocked_ = node.GetInt("z_blocked", 0) != 0;
+    y_blocked_ = node.GetInt("y_blocked", 0) != 0;
+    has_sum_ = node.HasInput(3);
+    if (has_sum_) post_ops_.append_sum(1.f);
+    RETURN_IF_ERROR(ParseFusedActivation(node, &post_ops_));
+    const Tensor* w = info.ConstantInput(1);
+    if (group_ <= 0 || w == nullptr || w->dtype() != DataType::kFloat32 || w->rank() != 4) {
+      return InvalidArgument("{}: needs group > 0 and a constant float32 4-D W",
+                             node.Describe());
+    }
+    w_ = w->Clone();
+    if (node.HasInput(2)) {
+      const Tensor* b = info.ConstantInput(2);
+      if (b == nullptr || b->dtype() != DataType::kFloat32 || b->NumElements() != w_.dim(0)) {
+        return InvalidArgument("{}: B must be a constant float32 [{}]", node.Describe(),
+                               w_.dim(0));
+      }
+      b_ = b->Clone();
+    }
+    return Status::Ok();
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    return DnnlTry(ctx.node(), [&] { return Run(ctx); });
+  }
+
+ private:
+  Status Run(KernelContext& ctx) const {
+    const Node& node = ctx.node();
+    const Tensor* x = ctx.Input(0);
+    const Tensor* z = has_sum_ ? ctx.Input(3) : nullptr;
+    const int64_t c = w_.dim(1) * group_, m = w_.dim(0);
+    if (!x || x->dtype() != DataType::kFloat32 || x->rank() != 4 ||
+        x->dim(1) != (x_blocked_ ? RoundUp(c) : c)) {
+      return InvalidArgument("{}: X must be float32 [N, {}, H, W]{}", node.Describe(),
+                             x_blocked_ ? RoundUp(c) : c, x_blocked_ ? " (nChw16c)" : "");
+    }
+    if (m % group_ != 0) return InvalidArgument("{}: M not divisible by group", node.Describe());
+    const Shape xs = {x->dim(0), c, x->dim(2), x->dim(3)};
+    ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, GetPlan(node, xs));
+    const Shape& os = plan->out_logical;
+    const Shape y_shape = {os[0], y_blocked_ ? RoundUp(m) : m, os[2], os[3]};
+    if (has_sum_) {
+      const Shape z_shape = {os[0], z_blocked_ ? RoundUp(m) : m, os[2], os[3]};
+      if (!z || z->dtype() != DataType::kFloat32 || z->shape() != z_shape) {
+        return InvalidArgument("{}: residual Z must be float32 {}", node.Describe(),
+                               ShapeToString(z_shape));
+      }
+    }
+    Tensor* y = ctx.AllocateOutput(0, DataType::kFloat32, y_shape);
+    if (NumElements(os) == 0) return Status::Ok();
+    dnnl::engine& eng = DnnlEngine();
+    dnnl::stream s(eng);
+    memory given_src(plan->given_src_md, eng, const_cast<void*>(x->raw_data()));
+    memory src = given_src;
+    if (plan->src_md != plan->given_src_md) {
+      src = memory(plan->src_md, eng);
+      dnnl::reorder(given_src, src).execute(s, given_src, src);
+    }
+    memory out(plan->out_dst_md, eng, y->raw_data());
+    memory dst = plan->dst_md == plan->out_dst_md ? out : memory(plan->dst_md, eng);
+    if (z) {  // the sum post-op accumulates onto what dst holds: Z in the primitive's layout
+      const memory::desc z_md = z_blocked_ ? memory::desc(ToDims(os), memory::data_type::f32,
+                                                          tag::nChw16c)
+                                           : PlainDesc(ToDims(os));
+      if (z_md == plan->dst_md) {
+        if (dst.get_data_handle() != z->raw_data()) {
+          std::memcpy(dst.get_data_handle(), z->raw_data(), z_md.get_size());
+        }
+      } else {
+        memory zm(z_md, eng, const_cast<void*>(z->raw_data()));
+        dnnl::reorder(zm, dst).execute(s, zm, dst);
+      }
+    }
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_DST, dst}};
+    if (b_.defined()) {
+      args[DNNL_ARG_BIAS] = memory(PlainDesc({m}), eng, const_cast<void*>(b_.raw_data()));
+    }
+    plan->prim.execute(s, args);
+    if (dst != out) dnnl::reorder(dst, out).execute(s, dst, out);
+    s.wait();
+    return Status::Ok();
+  }
+
+  StatusOr<std::shared_ptr<const Plan>> GetPlan(const Node& node, const Shape& xs) const {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = cache_.find(xs);
+      if (it != cache_.end()) return it->second;
+    }
+    const std::vector<int64_t> in = {xs[2], xs[3]}, kernel = {w_.dim(2), w_.dim(3)};
+    ASSIGN_OR_RETURN(WindowGeometry g, ResolveWindow(attrs_, in, kernel, node.Describe()));
+    auto plan = std::make_shared<Plan>();
+    const int64_t m = w_.dim(0);
+    plan->out_logical = {xs[0], m, g.out[0], g.out[1]};
+    const auto f32 = memory::data_type::f32;
+    memory::dims wdims = ToDims(w_.shape());
+    if (group_ > 1) wdims = {group_, m / group_, w_.dim(1), w_.dim(2), w_.dim(3)};
+    plan->given_src_md = x_blocked_ ? memory::desc(ToDims(xs), f32, tag::nChw16c)
+                                    : PlainDesc(ToDims(xs));
+    plan->out_dst_md = y_blocked_ ? memory::desc(ToDims(plan->out_logical), f32, tag::nChw16c)
+                                  : PlainDesc(ToDims(plan->out_logical));
+    // Blocked sides are fixed to nChw16c so neighbours agree without talking; a plain side lets
+    // oneDNN choose and is reordered at the boundary.
+    const memory::desc src_md = x_blocked_ ? plan->given_src_md : memory::desc(ToDims(xs), f32, tag::any);
+    const memory::desc dst_md = y_blocked_ ? plan->out_dst_md
+                                           : memory::desc(ToDims(plan->out_logical), f32, tag::any);
+    const memory::desc w_any(wdims, f32, tag::any), bias_md({m}, f32, tag::a);
+    const auto prop = dnnl::prop_kind::forward_inference;
+    const auto alg = dnnl::algorithm::convolution_direct;
+    const memory::dims st = ToDims(g.strides), dil = DnnlDilations(g.dilations),
+                       pl = ToDims(g.pad_begin), pr = ToDims(g.pad_end);
+    auto desc = b_.defined()
+                    ? dnnl::convolution_forward::desc(prop, alg, src_md, w_any, bias_md, dst_md,
+                                                      st, dil, pl, pr)
+                    : dnnl::convolution_forward::desc(prop, alg, src_md, w_any, dst_md, st, dil,
+                                                      pl, pr);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(post_ops_);
+    dnnl::convolution_forward::primitive_desc pd(desc, attr, DnnlEngine());
+    plan->prim = dnnl::convolution_forward(pd);
+    plan->src_md = pd.src_desc();
+    plan->dst_md = pd.dst_desc();
+    dnnl::stream s(DnnlEngine());
+    memory user_w(PlainDesc(wdims), DnnlEngine(), const_cast<void*>(w_.raw_data()));
+    plan->weights = memory(pd.weights_desc(), DnnlEngine());
+    dnnl::reorder(user_w, plan->weights).execute(s, user_w, plan->weights);
+    s.wait();
+    std::lock_guard<std::mutex> lock(mu_);
+    return cache_.emplace(xs, std::move(plan)).first->second;
+  }
+
+  WindowAttrs attrs_;
+  int64_t group_ = 1;
+  bool x_blocked_ = false, z_blocked_ = false, y_blocked_ = false, has_sum_ = false;
+  dnnl::post_ops post_ops_;
+  Tensor w_, b_;
+  mutable std::mutex mu_;
+  mutable std::map<Shape, std::shared_ptr<const Plan>> cache_;  // guarded by mu_
+};
+
+}  // namespace
+
+void RegisterBlockedConvKernel(KernelRegistry& r) {
+  KernelDef def;
+  def.domain = kInferdDomain;
+  def.op_type = "BlockedConv";
+  def.types = {DataType::kFloat32};
+  def.factory = MakeKernel<BlockedConvKernel>();
+  r.Register(std::move(def));
+}
+
+}  // namespace inferd::cpu
