@@ -8,7 +8,7 @@
 //   extended  basic + fusions into inferd's own ops (domain ai.inferd): Conv/Gemm/MatMul +
 //             activation and + residual Add (oneDNN post-ops), MatMul + bias, GELU, LayerNorm,
 //             multi-head attention, Transpose/Reshape chain folding.
-//   all       extended + layout propagation; none yet (runs extended).
+//   all       extended + layout propagation (Conv chains stay in oneDNN's nChw16c layout).
 #pragma once
 
 #include <string>
