@@ -4,6 +4,7 @@
 #include <deque>
 #include <mutex>
 
+#include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
@@ -315,6 +316,10 @@ uint16_t GrpcServer::port() const { return static_cast<uint16_t>(impl_->port); }
 
 StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& options,
                                                         ModelManager* manager) {
+  // Debian's Abseil is built without NDEBUG, so absl::Mutex keeps its deadlock detector on: every
+  // lock updates a global lock-order graph (GraphCycles), a visible share of gRPC's per-call cost.
+  // It is a debugging aid; the server turns it off (process-wide; gRPC is its only user here).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   auto impl = std::make_unique<Impl>();
   impl->service = std::make_unique<Service>(manager);
   grpc::ServerBuilder builder;
