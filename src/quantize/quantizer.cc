@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "optimizer/pipeline.h"
+#include "quantize/dynamic_int8.h"
 #include "quantize/float_convert.h"
 #include "quantize/model_util.h"
 
@@ -299,7 +300,8 @@ Status MeasureReport(const Model& fp32, const Model& quantized,
 
 Status QuantizeInt8(Model& model, const QuantizeOptions& o, QuantizeReport* report) {
   if (o.calibration_dir.empty()) {
-    return InvalidArgument("int8 quantization needs calibration data (--calibration DIR)");
+    return InvalidArgument(
+        "static int8 quantization needs calibration data (--calibration DIR), or use --dynamic");
   }
   int64_t opset = model.OpsetFor("");
   if (opset < 10) {
@@ -387,7 +389,10 @@ Status QuantizeModel(Model& model, const QuantizeOptions& options, QuantizeRepor
   r.precision = options.precision;
   r.bytes_before = InitializerBytes(model.graph);
   switch (options.precision) {
-    case Precision::kInt8: RETURN_IF_ERROR(QuantizeInt8(model, options, &r)); break;
+    case Precision::kInt8:
+      RETURN_IF_ERROR(options.dynamic ? QuantizeDynamicInt8(model, options, &r)
+                                      : QuantizeInt8(model, options, &r));
+      break;
     case Precision::kFp16:
     case Precision::kBf16:
       RETURN_IF_ERROR(ConvertFloatPrecision(model, options, &r));

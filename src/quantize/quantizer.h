@@ -42,6 +42,8 @@ struct QuantizeOptions {
   Precision precision = Precision::kInt8;
   // INT8: folder of calibration samples (calibration.h describes the layout). Required for int8.
   std::filesystem::path calibration_dir;
+  // INT8: quantize MatMul/Gemm activations at run time instead (dynamic_int8.h); no calibration.
+  bool dynamic = false;
   CalibrationMethod method = CalibrationMethod::kMinMax;
   double percentile = 99.99;  // for kPercentile, in percent
   bool per_channel = true;    // weights per output channel (needs opset >= 13), else per tensor

@@ -17,6 +17,9 @@ CLI::App* AddQuantizeSubcommand(CLI::App& app, QuantizeCommandOptions* o) {
   cmd->add_option("--calibration,-c", o->calibration,
                   "Folder of .npy calibration samples (int8): DIR/*.npy with samples along axis 0 "
                   "for a single-input model, DIR/<input name>/*.npy (same file names) otherwise");
+  cmd->add_flag("--dynamic", o->dynamic,
+                "int8 only: quantize MatMul/Gemm activations at run time (transformers); no "
+                "calibration needed");
   cmd->add_option("--method", o->method, "Calibration: minmax, percentile or entropy");
   cmd->add_option("--percentile", o->percentile, "Percentile for --method percentile")
       ->check(CLI::Range(50.0, 100.0));
@@ -41,6 +44,7 @@ Status QuantizeModelCommand(const QuantizeCommandOptions& options, std::ostream&
   q.calibration_dir = options.calibration;
   q.percentile = options.percentile;
   q.per_channel = !options.per_tensor;
+  q.dynamic = options.dynamic;
   q.samples = options.samples;
   q.num_threads = options.threads;
   q.report = !options.report.empty();

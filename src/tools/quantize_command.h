@@ -20,6 +20,7 @@ struct QuantizeCommandOptions {
   std::filesystem::path calibration;
   std::string method = "minmax";
   double percentile = 99.99;
+  bool dynamic = false;     // --dynamic: int8 MatMul/Gemm with run-time activation scales
   bool per_tensor = false;  // --per-tensor (default --per-channel)
   int64_t samples = 500;
   std::string exclude;  // comma-separated node names

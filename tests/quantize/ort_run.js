@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Runs a model once in ONNX Runtime (bench/node_modules/onnxruntime-node) and saves every output
-// as float32 .npy: node ort_run.js MODEL.onnx INPUT_NAME=IN.npy OUT_DIR [--threads N]
-// Only float32 inputs/outputs (what the quantization tests need).
+// as float32 .npy: node ort_run.js MODEL.onnx NAME=IN.npy [NAME=IN.npy ...] OUT_DIR [--threads N]
+// Inputs float32 or int64, outputs saved as float32 (what the quantization tests need).
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -13,13 +13,17 @@ function loadNpy(file) {
   const headerLen = major === 1 ? buf.readUInt16LE(8) : buf.readUInt32LE(8);
   const start = major === 1 ? 10 : 12;
   const header = buf.toString('latin1', start, start + headerLen);
-  if (!/'descr':\s*'<f4'/.test(header)) throw new Error(`${file}: only float32 .npy is supported`);
+  const int64 = /'descr':\s*'<i8'/.test(header);
+  if (!int64 && !/'descr':\s*'<f4'/.test(header)) {
+    throw new Error(`${file}: only float32 and int64 .npy are supported`);
+  }
   const dims = /'shape':\s*\(([^)]*)\)/.exec(header)[1].split(',').map((s) => s.trim())
       .filter((s) => s.length).map(Number);
   const bytes = buf.subarray(start + headerLen);
   const aligned = new Uint8Array(bytes.length);
   aligned.set(bytes);
-  return new ort.Tensor('float32', new Float32Array(aligned.buffer), dims);
+  return int64 ? new ort.Tensor('int64', new BigInt64Array(aligned.buffer), dims)
+               : new ort.Tensor('float32', new Float32Array(aligned.buffer), dims);
 }
 
 function saveNpy(file, tensor) {
@@ -44,14 +48,19 @@ async function main() {
     threads = Number(argv[ti + 1]);
     argv.splice(ti, 2);
   }
-  if (argv.length !== 3) throw new Error('usage: ort_run.js MODEL.onnx NAME=IN.npy OUT_DIR');
-  const [model, feed, outDir] = argv;
-  const eq = feed.indexOf('=');
+  if (argv.length < 3) throw new Error('usage: ort_run.js MODEL.onnx NAME=IN.npy... OUT_DIR');
+  const model = argv[0];
+  const outDir = argv[argv.length - 1];
+  const feeds = {};
+  for (const f of argv.slice(1, -1)) {
+    const eq = f.indexOf('=');
+    feeds[f.slice(0, eq)] = loadNpy(f.slice(eq + 1));
+  }
   const session = await ort.InferenceSession.create(model, {
     executionProviders: ['cpu'], intraOpNumThreads: threads, interOpNumThreads: 1,
     graphOptimizationLevel: 'all',
   });
-  const outputs = await session.run({ [feed.slice(0, eq)]: loadNpy(feed.slice(eq + 1)) });
+  const outputs = await session.run(feeds);
   fs.mkdirSync(outDir, { recursive: true });
   for (const [name, t] of Object.entries(outputs)) {
     saveNpy(path.join(outDir, name.replace(/[^A-Za-z0-9_.-]/g, '_') + '.npy'), t);

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/quant_matmul_dnnl.h"
 #include "kernels/cpu/quant_util.h"
 #include "kernels/cpu/register.h"
 
@@ -311,14 +312,45 @@ StatusOr<std::vector<int32_t>> MatMulZeroPoints(const Tensor* zp, int64_t n, con
   return ReadZeroPoints(zp, n, what);
 }
 
+// MatMulInteger; with a constant int8 2-D B whose zero points are 0 (what `inferd quantize
+// --dynamic` writes) it runs on oneDNN's int8 matmul (quant_matmul_dnnl.h).
 class MatMulIntegerKernel final : public OpKernel {
  public:
+  Status Init(const KernelInfo& info) override {
+    const Tensor* b = info.ConstantInput(1);
+    if (!b || b->dtype() != DataType::kInt8 || b->rank() != 2) return Status::Ok();
+    if (info.NumInputs() > 3 && !info.node().inputs[3].empty()) {
+      const Tensor* bzp = info.ConstantInput(3);
+      if (!bzp) return Status::Ok();
+      for (int64_t i = 0; i < bzp->NumElements(); ++i) {
+        if (bzp->GetAsInt64(i) != 0) return Status::Ok();
+      }
+    }
+    StatusOr<std::unique_ptr<DnnlQMatMul>> fast = DnnlQMatMul::Create(*b);
+    if (fast.ok()) fast_ = std::move(*fast);
+    return Status::Ok();
+  }
+
   Status Compute(KernelContext& ctx) const override {
     const Tensor* a = ctx.Input(0);
     const Tensor* b = ctx.Input(1);
     if (a == nullptr || b == nullptr) return InvalidArgument("MatMulInteger needs A and B");
     if (!IsQuantType(a->dtype()) || !IsQuantType(b->dtype())) {
       return InvalidArgument("MatMulInteger inputs must be uint8/int8");
+    }
+    const Tensor* a_zp = ctx.Input(2);
+    if (a_zp && a_zp->dtype() != a->dtype()) {
+      return InvalidArgument("MatMulInteger a_zero_point type {} differs from A type {}",
+                             DataTypeName(a_zp->dtype()), DataTypeName(a->dtype()));
+    }
+    if (fast_ && a->rank() >= 2 && a->dim(a->rank() - 1) == fast_->k() &&
+        (a_zp == nullptr || a_zp->NumElements() == 1)) {
+      Shape out = a->shape();
+      out.back() = fast_->n();
+      Tensor* y = ctx.AllocateOutput(0, DataType::kInt32, out);
+      int32_t zp = a_zp ? static_cast<int32_t>(a_zp->GetAsInt64(0)) : 0;
+      Status st = fast_->Run(ctx.node(), *a, zp, y);
+      if (st.ok() || st.code() != StatusCode::kInternal) return st;
     }
     ASSIGN_OR_RETURN(MatMulPlan p, PlanMatMul(a->shape(), b->shape(), "MatMulInteger"));
     ASSIGN_OR_RETURN(auto azp, MatMulZeroPoints(ctx.Input(2), p.m, *a, "a_zero_point"));
@@ -328,6 +360,9 @@ class MatMulIntegerKernel final : public OpKernel {
     std::copy(acc.begin(), acc.end(), y->data<int32_t>());
     return Status::Ok();
   }
+
+ private:
+  std::unique_ptr<DnnlQMatMul> fast_;
 };
 
 // QLinearMatMul(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp).
