@@ -10,7 +10,8 @@ Writes a repository (--work, default build/bench_serving) with
     identity          FP32 [N, 16] Identity, max_batch_size 64, no dynamic batching
 starts one `inferd serve` (OMP_WAIT_POLICY=PASSIVE) and drives it with `wrk` (HTTP, JSON bodies,
 bench/serving/infer.lua) and bench/serving/grpc_load (gRPC, raw tensors), all with --connections
-concurrent requests (wrk: connections; grpc_load: calls in flight over 1 or 4 channels). The variants
+concurrent requests (wrk: connections; grpc_load: unary calls in flight over 1 or 4 channels, or
+ModelStreamInfer requests in flight over 4 streams). The variants
 of a comparison alternate within each round (A B, B A, ...), so a change in the machine's load hits
 both; the report gives per-run numbers, medians and the ratio of medians. Every run also checks
 that no request failed (a non-2xx answer or gRPC error counts as a failure).
@@ -135,9 +136,11 @@ def run_wrk(url, model, body, seconds, connections):
     return r
 
 
-def run_grpc(tool, target, model, seconds, connections, channels):
+def run_grpc(tool, target, model, seconds, connections, channels, streams=0):
     cmd = [tool, "--target", target, "--model", model, "--concurrency", str(connections),
            "--channels", str(channels), "--seconds", str(seconds), "--warmup-seconds", "1"]
+    if streams:
+        cmd += ["--streams", str(streams)]
     out = subprocess.run(cmd, capture_output=True, text=True).stdout
     m = re.search(r"^GRPC_JSON (.*)$", out, re.M)
     if not m:
@@ -237,6 +240,9 @@ def main():
                 ident[f"gRPC ({ch} channel{'s' if ch > 1 else ''})"] = (
                     lambda ch=ch: run_grpc(grpc_tool, server.grpc, "identity", args.seconds,
                                            args.connections, ch))
+            # ModelStreamInfer: 4 streams (one per channel), 16 requests in flight on each.
+            ident["gRPC stream (4 streams)"] = lambda: run_grpc(
+                grpc_tool, server.grpc, "identity", args.seconds, args.connections, 4, streams=4)
         if ident:
             results = {k: [] for k in ident}
             for rnd in range(args.rounds):
