@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <memory>
+
+#include "kernels/cpu/dnnl_util.h"
 
 namespace inferd::cpu {
 
@@ -195,6 +198,69 @@ Status ParseFusedActivation(const Node& node, dnnl::post_ops* ops) {
     return InvalidArgument("{}: unsupported fused activation '{}'", node.Describe(), act);
   }
   return Status::Ok();
+}
+
+namespace {
+std::atomic<int64_t> g_live_layouts{0};
+std::atomic<int64_t> g_live_bytes{0};
+}  // namespace
+
+PackedWeights::~PackedWeights() {
+  for (const auto& p : packed_) {
+    g_live_layouts.fetch_sub(1);
+    g_live_bytes.fetch_sub(static_cast<int64_t>(p.first.get_size()));
+  }
+}
+
+PackedWeights::Totals PackedWeights::LiveTotals() {
+  return Totals{g_live_layouts.load(), g_live_bytes.load()};
+}
+
+void PackedWeights::Reset(const Tensor& w) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& p : packed_) {
+    g_live_layouts.fetch_sub(1);
+    g_live_bytes.fetch_sub(static_cast<int64_t>(p.first.get_size()));
+  }
+  // A float32 initializer that owns its buffer is shared, not copied; anything else (a view, or
+  // another float type converted by ToFloat32) is owned here until the first packing.
+  Tensor f = ToFloat32(w);
+  plain_ = f.owns_data() ? f : f.Clone();
+  packed_.clear();
+  defined_ = true;
+}
+
+dnnl::memory PackedWeights::Get(const dnnl::memory::desc& user_md,
+                                const dnnl::memory::desc& md) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [have_md, mem] : packed_) {
+    if (have_md == md) return mem;
+  }
+  dnnl::engine& eng = DnnlEngine();
+  dnnl::memory src = plain_.defined()
+                         ? dnnl::memory(user_md, eng, const_cast<void*>(plain_.raw_data()))
+                         : packed_.front().second;
+  dnnl::memory dst(md, eng);
+  dnnl::stream s(eng);
+  dnnl::reorder(src, dst).execute(s, src, dst);
+  s.wait();
+  packed_.emplace_back(md, dst);
+  g_live_layouts.fetch_add(1);
+  g_live_bytes.fetch_add(static_cast<int64_t>(md.get_size()));
+  plain_ = Tensor();  // later layouts reorder from packed_.front()
+  return dst;
+}
+
+size_t PackedWeights::NumPacked() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return packed_.size();
+}
+
+size_t PackedWeights::PackedBytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t bytes = 0;
+  for (const auto& p : packed_) bytes += p.first.get_size();
+  return bytes;
 }
 
 }  // namespace inferd::cpu

@@ -1,8 +1,8 @@
 // Conv and ConvTranspose on oneDNN (convolution_forward / deconvolution_forward), float32 compute.
 //
 // oneDNN picks the activation and weight layouts (format_tag::any): activations are reordered in
-// and out of its blocked layout per call, constant weights are reordered once per cached plan.
-// Plans (primitive + reordered weights) are cached per input/weight shape.
+// and out of its blocked layout per call. Plans (primitives) are cached per input/weight shape;
+// constant weights are reordered once per weights layout (PackedWeights) and shared by the plans.
 #include <cstring>
 #include <map>
 #include <memory>
@@ -55,8 +55,11 @@ class WindowedKernel : public OpKernel {
     group_ = info.node().GetInt("group", 1);
     if (group_ <= 0) return InvalidArgument("{}: group must be > 0", info.node().Describe());
     RETURN_IF_ERROR(ParseFusedActivation(info.node(), &post_ops_));
-    if (const Tensor* w = info.ConstantInput(1)) const_w_ = ToFloat32(*w).Clone();
-    if (const Tensor* b = info.ConstantInput(2)) const_b_ = ToFloat32(*b).Clone();
+    if (const Tensor* w = info.ConstantInput(1)) const_w_.Reset(*w);
+    if (const Tensor* b = info.ConstantInput(2)) {
+      Tensor f = ToFloat32(*b);  // shares a float32 initializer's buffer
+      const_b_ = f.owns_data() ? f : f.Clone();
+    }
     return Status::Ok();
   }
 
@@ -76,8 +79,9 @@ class WindowedKernel : public OpKernel {
   WindowAttrs attrs_;
   int64_t group_ = 1;
   dnnl::post_ops post_ops_;
-  Tensor const_w_;  // float32 copy of a constant weight (undefined otherwise)
-  Tensor const_b_;  // float32 copy of a constant bias
+  // A constant weight, packed once per oneDNN layout and shared by every shape's plan.
+  PackedWeights const_w_;
+  Tensor const_b_;  // float32 constant bias (undefined otherwise)
 
  private:
   mutable std::mutex mu_;
@@ -231,13 +235,7 @@ class ConvKernel final : public WindowedKernel<ConvPlan> {
     plan->src_md = pd.src_desc();
     plan->weights_md = pd.weights_desc();
     plan->dst_md = pd.dst_desc();
-    if (const_w_.defined()) {
-      dnnl::stream s(DnnlEngine());
-      memory user_w(plan->user_weights_md, DnnlEngine(), const_cast<void*>(const_w_.raw_data()));
-      plan->weights = memory(plan->weights_md, DnnlEngine());
-      dnnl::reorder(user_w, plan->weights).execute(s, user_w, plan->weights);
-      s.wait();
-    }
+    if (const_w_.defined()) plan->weights = const_w_.Get(plan->user_weights_md, plan->weights_md);
     return std::shared_ptr<const ConvPlan>(std::move(plan));
   }
 
@@ -476,13 +474,7 @@ class ConvTransposeKernel final : public WindowedKernel<DeconvPlan> {
     plan->src_md = pd.src_desc();
     plan->weights_md = pd.weights_desc();
     plan->dst_md = pd.dst_desc();
-    if (const_w_.defined()) {
-      dnnl::stream s(DnnlEngine());
-      memory user_w(plan->user_weights_md, DnnlEngine(), const_cast<void*>(const_w_.raw_data()));
-      plan->weights = memory(plan->weights_md, DnnlEngine());
-      dnnl::reorder(user_w, plan->weights).execute(s, user_w, plan->weights);
-      s.wait();
-    }
+    if (const_w_.defined()) plan->weights = const_w_.Get(plan->user_weights_md, plan->weights_md);
     return std::shared_ptr<const DeconvPlan>(std::move(plan));
   }
 

@@ -1,9 +1,10 @@
 // MatMul (numpy semantics) and Gemm on oneDNN matmul for float32 (float16/bfloat16 staged through
 // float32); plain loops for float64 and integer types.
 //
-// A constant 2-D B is reordered once per cached plan into the layout oneDNN prefers, and A's batch
-// dims are folded into M (the BERT / fully-connected case). Other shapes use plain layouts with
-// oneDNN's batch broadcasting. Plans are cached per input shape.
+// A constant 2-D B is reordered into the layout oneDNN prefers once per layout (PackedWeights,
+// shared by the per-shape plans), and A's batch dims are folded into M (the BERT /
+// fully-connected case). Other shapes use plain layouts with oneDNN's batch broadcasting. Plans
+// (primitives) are cached per input shape.
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,12 +48,14 @@ class PlanCache {
   mutable std::map<Shape, std::shared_ptr<const MatMulPlan>> cache_;  // guarded by mu_
 };
 
-// Creates the primitive; when `weights_any` the weights layout is oneDNN's choice and `const_w`
-// (plain, described by user_weights_md) is reordered into it now.
+// Creates the primitive; when `const_w` is given the weights layout is oneDNN's choice and the
+// constant weights (plain, described by user_weights_md) are packed into it (or the packed copy
+// an earlier plan made for the same layout is reused).
 std::shared_ptr<const MatMulPlan> MakePlan(const memory::desc& src_md,
                                            const memory::desc& user_weights_md,
                                            const memory::desc& dst_md, const memory::desc* bias_md,
-                                           const dnnl::primitive_attr& attr, const Tensor* const_w) {
+                                           const dnnl::primitive_attr& attr,
+                                           const PackedWeights* const_w) {
   auto plan = std::make_shared<MatMulPlan>();
   plan->src_md = src_md;
   plan->dst_md = dst_md;
@@ -66,13 +69,7 @@ std::shared_ptr<const MatMulPlan> MakePlan(const memory::desc& src_md,
   dnnl::matmul::primitive_desc pd(desc, attr, DnnlEngine());
   plan->prim = dnnl::matmul(pd);
   plan->weights_md = pd.weights_desc();
-  if (const_w) {
-    dnnl::stream s(DnnlEngine());
-    memory user(user_weights_md, DnnlEngine(), const_cast<void*>(const_w->raw_data()));
-    plan->weights = memory(plan->weights_md, DnnlEngine());
-    dnnl::reorder(user, plan->weights).execute(s, user, plan->weights);
-    s.wait();
-  }
+  if (const_w) plan->weights = const_w->Get(user_weights_md, plan->weights_md);
   return plan;
 }
 
@@ -153,7 +150,7 @@ class MatMulKernel final : public OpKernel {
   Status Init(const KernelInfo& info) override {
     RETURN_IF_ERROR(ParseFusedActivation(info.node(), &post_ops_));
     const Tensor* b = info.ConstantInput(1);
-    if (b && b->rank() == 2 && UsesDnnl(b->dtype())) const_b_ = ToFloat32(*b).Clone();
+    if (b && b->rank() == 2 && UsesDnnl(b->dtype())) const_b_.Reset(*b);
     return Status::Ok();
   }
 
@@ -223,7 +220,7 @@ class MatMulKernel final : public OpKernel {
   }
 
   dnnl::post_ops post_ops_;
-  Tensor const_b_;  // float32 constant 2-D B, packed per plan
+  PackedWeights const_b_;  // constant 2-D B, packed once per layout
   PlanCache cache_;
 };
 
@@ -240,7 +237,7 @@ class GemmKernel final : public OpKernel {
     beta_ = node.GetFloat("beta", 1.f);
     RETURN_IF_ERROR(ParseFusedActivation(node, &post_ops_));
     const Tensor* b = info.ConstantInput(1);
-    if (b && b->rank() == 2 && UsesDnnl(b->dtype())) const_b_ = ToFloat32(*b).Clone();
+    if (b && b->rank() == 2 && UsesDnnl(b->dtype())) const_b_.Reset(*b);
     return Status::Ok();
   }
 
@@ -374,7 +371,7 @@ class GemmKernel final : public OpKernel {
   bool trans_a_ = false, trans_b_ = false;
   float alpha_ = 1.f, beta_ = 1.f;
   dnnl::post_ops post_ops_;
-  Tensor const_b_;
+  PackedWeights const_b_;  // constant B, packed once per layout
   PlanCache cache_;
 };
 
