@@ -149,13 +149,16 @@ class QdqWriter {
     return name;
   }
 
-  // Q → DQ after activation `t`; every reader of `t` reads the DQ output instead.
-  void QuantizeActivation(const std::string& t, QuantParams p) {
+  // Q → DQ after activation `t`; the readers of `t` in `readers` (all readers when null) read the
+  // DQ output instead.
+  void QuantizeActivation(const std::string& t, QuantParams p,
+                          const std::set<const Node*>* readers = nullptr) {
     std::string scale = Unique(t + "_scale"), zp = Unique(t + "_zero_point");
     std::string q = Unique(t + "_quantized"), dq = Unique(t + "_dequantized");
     g_.initializers[scale] = ScalarFloat(p.scale);
     g_.initializers[zp] = Tensor::Scalar<uint8_t>(static_cast<uint8_t>(p.zero_point));
     for (const auto& n : g_.nodes) {
+      if (readers && !readers->count(n.get())) continue;
       for (std::string& in : n->inputs) {
         if (in == t) in = dq;
       }
@@ -333,11 +336,21 @@ Status QuantizeInt8(Model& model, const QuantizeOptions& o, QuantizeReport* repo
   RETURN_IF_ERROR(calibrator.Collect(model, tensors, batches, threads));
   ASSIGN_OR_RETURN(auto ranges, calibrator.ComputeRanges());
 
+  // A quantized layer's output is read through DQ by everyone (so the engine can fuse the layer
+  // with its Q); any other quantized tensor only by the quantized layers, so that float paths such
+  // as a residual stream are not rounded to 8 bits on every block.
+  std::set<std::string> layer_outputs;
+  std::set<const Node*> layers;
+  for (const Candidate& c : cands) {
+    layer_outputs.insert(c.output);
+    layers.insert(c.node);
+  }
   QdqWriter w(g, opset);
   for (const std::string& t : tensors) {
     auto it = ranges.find(t);
     if (it == ranges.end()) continue;  // not a float32 tensor
-    w.QuantizeActivation(t, AsymmetricUInt8(it->second.min, it->second.max));
+    w.QuantizeActivation(t, AsymmetricUInt8(it->second.min, it->second.max),
+                         layer_outputs.count(t) ? nullptr : &layers);
   }
   for (const Candidate& c : cands) {
     QuantizeReport::Layer layer;

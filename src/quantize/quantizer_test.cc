@@ -190,6 +190,63 @@ TEST_F(QuantizeModelTest, ExcludeAndPerTensor) {
   }
 }
 
+// x[N, 5, 32] → MatMul(32x64) → Relu → MatMul(64x48) → Gemm-like Add; and a 2-D Gemm(transB).
+Model SmallMlp() {
+  Model m;
+  m.opsets[""] = 13;
+  m.graph.name = "small_mlp";
+  Graph& g = m.graph;
+  ValueInfo in;
+  in.name = "x";
+  in.dtype = DataType::kFloat32;
+  g.inputs.push_back(in);
+  ValueInfo out;
+  out.name = "y";
+  out.dtype = DataType::kFloat32;
+  g.outputs.push_back(out);
+  g.initializers["w1"] = RandomFloat({32, 64}, -0.3f, 0.3f, 1);
+  g.initializers["w2"] = RandomFloat({64, 48}, -0.3f, 0.3f, 2);
+  g.initializers["w3"] = RandomFloat({16, 48}, -0.3f, 0.3f, 3);
+  g.initializers["b3"] = RandomFloat({16}, -0.1f, 0.1f, 4);
+  g.initializers["shape"] = Tensor::FromVector<int64_t>({-1, 48});
+  g.AddNode("MatMul", {"x", "w1"}, {"h1"}, "fc1");
+  g.AddNode("Relu", {"h1"}, {"r1"}, "relu1");
+  g.AddNode("MatMul", {"r1", "w2"}, {"h2"}, "fc2");
+  g.AddNode("Reshape", {"h2", "shape"}, {"h2r"}, "flat");
+  Node* fc = g.AddNode("Gemm", {"h2r", "w3", "b3"}, {"y"}, "fc3");
+  fc->attributes["transB"] = inferd::testing::AttrInt(1);
+  return m;
+}
+
+TEST_F(QuantizeModelTest, DynamicInt8MatMulAndGemm) {
+  Tensor x = RandomFloat({3, 5, 32}, -1.f, 1.f, 11);
+  Tensor ref = Run(SmallMlp(), x, OptimizationLevel::kBasic);
+  Model m = SmallMlp();
+  QuantizeOptions o;
+  o.dynamic = true;
+  QuantizeReport report;
+  Status st = QuantizeModel(m, o, &report);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(report.layers.size(), 3u);
+  int dql = 0, mmi = 0;
+  for (const auto& n : m.graph.nodes) {
+    dql += n->op_type == "DynamicQuantizeLinear";
+    mmi += n->op_type == "MatMulInteger";
+    EXPECT_NE(n->op_type, "MatMul");
+  }
+  EXPECT_EQ(dql, 3);
+  EXPECT_EQ(mmi, 3);
+  EXPECT_EQ(m.graph.initializers.count("w1"), 0u);  // float weights dropped
+  Tensor got = Run(std::move(m), x, OptimizationLevel::kBasic);
+  ASSERT_TRUE(got.defined());
+  EXPECT_GT(Sqnr(ref, got), 30.0);
+  // Nothing to quantize: a clear error.
+  Model conv_only = SmallCnn();
+  conv_only.graph.nodes.pop_back();  // drop the Gemm
+  conv_only.graph.outputs[0].name = "f";
+  EXPECT_EQ(QuantizeModel(conv_only, o, nullptr).code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(QuantizeModelTest, Fp16AndBf16WeightsKeepOutputsClose) {
   Tensor x = RandomFloat({2, 3, 8, 8}, -1.f, 1.f, 5);
   Tensor ref = Run(SmallCnn(), x, OptimizationLevel::kBasic);

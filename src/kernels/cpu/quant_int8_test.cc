@@ -91,5 +91,28 @@ TEST(QLinearConvDnnlTest, BadInputsFail) {
   EXPECT_FALSE(RunNode("QLinearConv", {}, inputs, 1, 13, {1, 2, 3, 4, 5, 6, 7}).ok());
 }
 
+// MatMulInteger with a constant int8 B (oneDNN) against the same node with B fed at run time
+// (int32 reference loops): exact.
+TEST(MatMulIntegerDnnlTest, MatchesReference) {
+  for (bool u8 : {true, false}) {
+    Tensor a = u8 ? RandomInts<uint8_t>({2, 7, 48}, 0, 255, 4) : RandomInts<int8_t>({2, 7, 48}, -128, 127, 4);
+    Tensor b = RandomInts<int8_t>({48, 33}, -127, 127, 5);
+    Tensor azp = u8 ? Tensor::Scalar<uint8_t>(131) : Tensor::Scalar<int8_t>(-9);
+    Tensor bzp = Tensor::Allocate(DataType::kInt8, {33});
+    auto fast = RunNode("MatMulInteger", {}, {a, b, azp, bzp}, 1, 13, {1, 3});
+    auto ref = RunNode("MatMulInteger", {}, {a, b, azp, bzp}, 1, 13);
+    ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    EXPECT_EQ((*fast)[0].shape(), (Shape{2, 7, 33}));
+    ExpectTensorNear((*fast)[0], (*ref)[0], 0, 0);
+  }
+  // K mismatch and a zero point of the wrong type fail cleanly.
+  Tensor b = RandomInts<int8_t>({48, 8}, -127, 127, 5);
+  EXPECT_FALSE(RunNode("MatMulInteger", {}, {RandomInts<uint8_t>({3, 40}, 0, 255, 1), b}, 1, 13, {1}).ok());
+  EXPECT_FALSE(RunNode("MatMulInteger", {},
+                       {RandomInts<uint8_t>({3, 48}, 0, 255, 1), b, Tensor::Scalar<int8_t>(1)}, 1,
+                       13, {1}).ok());
+}
+
 }  // namespace
 }  // namespace inferd
