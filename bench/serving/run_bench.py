@@ -79,7 +79,18 @@ def write_repository(work, models):
     body_path = os.path.join(work, "dlrm_body.json")
     with open(body_path, "w") as f:
         json.dump(body, f)
-    return repo, body_path
+    # The same request with the binary tensor extension (how tritonclient's HTTP client sends it).
+    dense = np.array(body["inputs"][0]["data"], np.float32)
+    ids = np.array(body["inputs"][1]["data"], np.int64)
+    header = json.dumps({"inputs": [
+        {"name": "dense_features", "datatype": "FP32", "shape": [1, 13],
+         "parameters": {"binary_data_size": dense.nbytes}},
+        {"name": "sparse_ids", "datatype": "INT64", "shape": [1, 8, 4],
+         "parameters": {"binary_data_size": ids.nbytes}}]}).encode()
+    bin_path = os.path.join(work, "dlrm_body.bin")
+    with open(bin_path, "wb") as f:
+        f.write(header + dense.tobytes() + ids.tobytes())
+    return repo, {"json": [body_path], "binary": [bin_path, str(len(header))]}
 
 
 class Server:
@@ -123,8 +134,9 @@ class Server:
 
 
 def run_wrk(url, model, body, seconds, connections):
+    """body: [] (the built-in identity request), [json_file] or [binary_file, header_length]."""
     cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "-s",
-           os.path.join(HERE, "infer.lua"), url, "--", model] + ([body] if body else [])
+           os.path.join(HERE, "infer.lua"), url, "--", model] + list(body or [])
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     m = re.search(r"^WRK_JSON (.*)$", out, re.M)
     if not m:
@@ -189,11 +201,14 @@ def main():
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--only", default="dlrm,identity-http,identity-grpc")
     ap.add_argument("--server-args", default="", help="extra `inferd serve` flags")
+    ap.add_argument("--dlrm-body", choices=["json", "binary"], default="json",
+                    help="DLRM request encoding: JSON tensors or the binary tensor extension")
     args = ap.parse_args()
     only = set(args.only.split(","))
 
     os.makedirs(args.work, exist_ok=True)
-    repo, dlrm_body = write_repository(args.work, args.models)
+    repo, bodies = write_repository(args.work, args.models)
+    dlrm_body = bodies[args.dlrm_body]
     grpc_tool = args.grpc_load
     if "identity-grpc" in only and grpc_tool is None:
         grpc_tool = os.path.join(args.work, "grpc_load")
@@ -218,7 +233,7 @@ def main():
                     results[v].append(r)
                     print(fmt_run(v, r), flush=True)
             print(f"command: {results['dlrm_batching'][0]['cmd']}")
-            med = summarize(f"DLRM, batch-1 requests, wrk {args.connections} connections, "
+            med = summarize(f"DLRM, batch-1 {args.dlrm_body} requests, wrk {args.connections} connections, "
                             f"{args.seconds} s per run", results)
             ratio = med["dlrm_batching"]["rps"] / med["dlrm_no_batching"]["rps"]
             p99 = med["dlrm_batching"]["p99_us"] / med["dlrm_no_batching"]["p99_us"]
