@@ -385,12 +385,67 @@ Status QuantizeInt8(Model& model, const QuantizeOptions& o, QuantizeReport* repo
   }
   DropUnusedInitializers(g);
   RETURN_IF_ERROR(g.TopologicalSort());
-  if (o.report) {
-    std::vector<Batch> few(batches.begin(),
-                           batches.begin() + std::min<int64_t>(o.report_batches, batches.size()));
+  if (o.report || o.accuracy_target > 0) {
+    std::vector<Batch> few;
+    if (!o.validation_dir.empty()) {
+      ASSIGN_OR_RETURN(few, LoadCalibrationData(o.validation_dir, fp32.graph,
+                                                o.report_batches * o.batch_size, o.batch_size));
+    } else {
+      few.assign(batches.begin(),
+                 batches.begin() + std::min<int64_t>(o.report_batches, batches.size()));
+    }
     RETURN_IF_ERROR(MeasureReport(fp32, model, cands, few, threads, report));
   }
   return Status::Ok();
+}
+
+// The metric --accuracy-target compares: the lowest output SQNR, or top-1 agreement in percent.
+double AccuracyMetric(const QuantizeReport& r, const std::string& metric) {
+  if (metric == "top1") return r.top1_agreement < 0 ? -1 : r.top1_agreement * 100;
+  double worst = 1e9;
+  for (const auto& [name, db] : r.output_sqnr_db) worst = std::min(worst, db);
+  return worst;
+}
+
+// Static INT8 with layers returned to FP32 until the accuracy target is met.
+Status QuantizeMixedInt8(Model& model, const QuantizeOptions& o, QuantizeReport* report) {
+  if (o.accuracy_metric != "sqnr" && o.accuracy_metric != "top1") {
+    return InvalidArgument("unknown accuracy metric '{}' (sqnr or top1)", o.accuracy_metric);
+  }
+  const Model original = CloneModel(model);
+  QuantizeOptions round = o;
+  std::vector<std::string> returned;
+  for (int64_t step = 1;; step *= 2) {
+    Model m = CloneModel(original);
+    QuantizeReport r;
+    r.precision = report->precision;
+    r.bytes_before = report->bytes_before;
+    RETURN_IF_ERROR(QuantizeInt8(m, round, &r));
+    double metric = AccuracyMetric(r, o.accuracy_metric);
+    // Layers still quantized, most damaged first.
+    std::vector<const QuantizeReport::Layer*> order;
+    for (const auto& l : r.layers) order.push_back(&l);
+    std::stable_sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+      return a->activation_sqnr_db < b->activation_sqnr_db;
+    });
+    // Stop when the target is met, or when one quantized layer is left (returning it too would
+    // leave nothing quantized: the caller then knows the target is out of reach in INT8).
+    if (metric >= o.accuracy_target || order.size() <= 1) {
+      model = std::move(m);
+      *report = std::move(r);
+      report->kept_float = returned;
+      if (metric < o.accuracy_target) {
+        report->skipped.push_back(fmt::format(
+            "accuracy target {} not reached ({} = {:.2f} with {} layers in FP32)",
+            o.accuracy_target, o.accuracy_metric, metric, returned.size()));
+      }
+      return Status::Ok();
+    }
+    for (int64_t i = 0; i < step && i + 1 < static_cast<int64_t>(order.size()); ++i) {
+      returned.push_back(order[i]->node);
+      round.exclude.push_back(order[i]->node);
+    }
+  }
 }
 
 }  // namespace
@@ -403,8 +458,13 @@ Status QuantizeModel(Model& model, const QuantizeOptions& options, QuantizeRepor
   r.bytes_before = InitializerBytes(model.graph);
   switch (options.precision) {
     case Precision::kInt8:
-      RETURN_IF_ERROR(options.dynamic ? QuantizeDynamicInt8(model, options, &r)
-                                      : QuantizeInt8(model, options, &r));
+      if (options.dynamic) {
+        RETURN_IF_ERROR(QuantizeDynamicInt8(model, options, &r));
+      } else if (options.accuracy_target > 0) {
+        RETURN_IF_ERROR(QuantizeMixedInt8(model, options, &r));
+      } else {
+        RETURN_IF_ERROR(QuantizeInt8(model, options, &r));
+      }
       break;
     case Precision::kFp16:
     case Precision::kBf16:
@@ -432,6 +492,10 @@ std::string QuantizeReport::ToString() const {
                        l.weight_sqnr_db,
                        l.has_activation_sqnr ? fmt::format("{:.2f}", l.activation_sqnr_db) : "-");
     }
+  }
+  if (!kept_float.empty()) {
+    s += "\nreturned to FP32 by --accuracy-target:\n";
+    for (const auto& k : kept_float) s += "- " + k + "\n";
   }
   if (!skipped.empty()) {
     s += "\nleft in float:\n";

@@ -55,6 +55,14 @@ struct QuantizeOptions {
   // `report_batches` calibration batches).
   bool report = false;
   int64_t report_batches = 4;
+  // Static INT8 mixed precision: when > 0, layers go back to FP32 until the model outputs' SQNR
+  // (dB) against FP32 on the validation data reaches this target (or, with accuracy_metric
+  // "top1", until top-1 agreement in percent does). Layers are returned in order of lowest
+  // activation SQNR (the accumulated error at their output), 1, then 2, 4, ... more per round.
+  double accuracy_target = 0;
+  std::string accuracy_metric = "sqnr";  // "sqnr" (dB) or "top1" (percent)
+  // Data for the report and the accuracy target (calibration layout); default: calibration data.
+  std::filesystem::path validation_dir;
 };
 
 // What quantization did, and (when asked) how much error each layer adds.
@@ -71,6 +79,7 @@ struct QuantizeReport {
   int64_t calibration_samples = 0;
   std::vector<Layer> layers;  // quantized layers in graph order
   std::vector<std::string> skipped;  // "name (reason)" of candidate nodes left in float
+  std::vector<std::string> kept_float;  // layers --accuracy-target returned to FP32
   // Model outputs: SQNR and (for classifier-shaped outputs) top-1 agreement.
   std::vector<std::pair<std::string, double>> output_sqnr_db;
   double top1_agreement = -1;  // fraction; -1 when not measured

@@ -171,6 +171,40 @@ TEST_F(QuantizeModelTest, Int8QdqAgreesWithFp32AndFusesToInt8Ops) {
   }
 }
 
+TEST_F(QuantizeModelTest, AccuracyTargetReturnsLayersToFp32) {
+  Model m = SmallCnn();
+  QuantizeOptions o;
+  o.calibration_dir = dir_ / "cal";
+  o.num_threads = 2;
+  QuantizeReport full;
+  ASSERT_TRUE(QuantizeModel(m, o, &full).ok());
+  EXPECT_TRUE(full.output_sqnr_db.empty());  // no report asked, no target
+  // A target just above what full INT8 reaches: some layers go back to FP32 and it is met.
+  o.report = true;
+  m = SmallCnn();
+  ASSERT_TRUE(QuantizeModel(m, o, &full).ok());
+  const double all_int8 = full.output_sqnr_db[0].second;
+  m = SmallCnn();
+  o.accuracy_target = all_int8 + 2;
+  QuantizeReport mixed;
+  ASSERT_TRUE(QuantizeModel(m, o, &mixed).ok());
+  EXPECT_FALSE(mixed.kept_float.empty());
+  EXPECT_LT(mixed.layers.size(), 3u);
+  EXPECT_EQ(mixed.layers.size() + mixed.kept_float.size(), 3u);
+  if (mixed.layers.size() > 1) {
+    EXPECT_GE(mixed.output_sqnr_db[0].second, o.accuracy_target);
+  }
+  // Out of reach: one layer stays quantized and the report says the target was not reached.
+  m = SmallCnn();
+  o.accuracy_target = 500;
+  ASSERT_TRUE(QuantizeModel(m, o, &mixed).ok());
+  EXPECT_EQ(mixed.layers.size(), 1u);
+  EXPECT_NE(mixed.ToString().find("not reached"), std::string::npos) << mixed.ToString();
+  o.accuracy_metric = "bogus";
+  m = SmallCnn();
+  EXPECT_EQ(QuantizeModel(m, o, nullptr).code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(QuantizeModelTest, ExcludeAndPerTensor) {
   Model m = SmallCnn();
   QuantizeOptions o;

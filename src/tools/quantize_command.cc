@@ -31,6 +31,13 @@ CLI::App* AddQuantizeSubcommand(CLI::App& app, QuantizeCommandOptions* o) {
   cmd->add_option("--exclude", o->exclude, "Comma-separated node names to keep in float");
   cmd->add_option("--report", o->report,
                   "Write a per-layer report (SQNR of activations and weights) to FILE ('-': stdout)");
+  cmd->add_option("--accuracy-target", o->accuracy_target,
+                  "Static int8: return the most damaged layers to FP32 until the outputs' SQNR "
+                  "(dB) vs FP32 reaches this (or top-1 agreement %, with --accuracy-metric top1)")
+      ->check(CLI::Range(0.0, 1000.0));
+  cmd->add_option("--accuracy-metric", o->accuracy_metric, "sqnr (default) or top1");
+  cmd->add_option("--validation", o->validation,
+                  "Data for --report/--accuracy-target (calibration layout; default: calibration)");
   cmd->add_option("--threads,-t", o->threads, "Threads for calibration (0 = all cores)")
       ->check(CLI::Range(0, 4096));
   return cmd;
@@ -45,6 +52,9 @@ Status QuantizeModelCommand(const QuantizeCommandOptions& options, std::ostream&
   q.percentile = options.percentile;
   q.per_channel = !options.per_tensor;
   q.dynamic = options.dynamic;
+  q.accuracy_target = options.accuracy_target;
+  q.accuracy_metric = options.accuracy_metric;
+  q.validation_dir = options.validation;
   q.samples = options.samples;
   q.num_threads = options.threads;
   q.report = !options.report.empty();
@@ -70,6 +80,14 @@ Status QuantizeModelCommand(const QuantizeCommandOptions& options, std::ostream&
       f << report.ToString();
       if (!f) return InvalidArgument("cannot write report {}", options.report.string());
     }
+  }
+  for (const std::string& note : report.skipped) {
+    if (note.rfind("accuracy target", 0) == 0) out << "warning: " << note << "\n";
+  }
+  if (!report.kept_float.empty()) {
+    out << "kept in FP32 for the accuracy target:";
+    for (const auto& n : report.kept_float) out << " " << n;
+    out << "\n";
   }
   out << "wrote " << options.output.string() << " (" << quantize::PrecisionName(q.precision)
       << ", " << report.layers.size() << " layers, weights " << report.bytes_before / 1e6

@@ -26,6 +26,9 @@ struct QuantizeCommandOptions {
   std::string exclude;  // comma-separated node names
   std::filesystem::path report;  // write the per-layer report here ("-": stdout)
   int threads = 0;
+  double accuracy_target = 0;      // --accuracy-target (0: off)
+  std::string accuracy_metric = "sqnr";
+  std::filesystem::path validation;  // --validation DIR
 };
 
 // Adds the `quantize` subcommand with its options to `app`.
