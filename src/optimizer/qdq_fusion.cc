@@ -146,9 +146,9 @@ StatusOr<int> QdqFusion::Run(Graph& graph) const {
     }
     std::string w_scale = dq_w->inputs[1];
     std::string w_zp = ed.AddInitializer(
-        w + "_zero_point",
-        w_scales.size() == 1 ? Tensor::Scalar<int8_t>(0)
-                             : Tensor::Allocate(DataType::kInt8, {static_cast<int64_t>(m)}));
+        w + "_zero_point", w_scales.size() == 1
+                               ? Tensor::Scalar<int8_t>(0)
+                               : Tensor::Allocate(DataType::kInt8, {static_cast<int64_t>(m)}));
     std::string x_q = dq_x->inputs[0];
     const std::string out = q->outputs[0];
     ed.RemoveNode(q);

@@ -97,7 +97,8 @@ StatusOr<std::vector<Batch>> LoadCalibrationData(const fs::path& dir, const Grap
       for (size_t k = 0; k < files[i].size(); ++k) {
         if (files[i][k].filename() != files[0][k].filename()) {
           return InvalidArgument("calibration file {} has no match in {}",
-                                 files[0][k].filename().string(), (dir / graph.inputs[i].name).string());
+                                 files[0][k].filename().string(),
+                                 (dir / graph.inputs[i].name).string());
         }
       }
     }
@@ -146,8 +147,7 @@ StatusOr<std::vector<Batch>> LoadCalibrationData(const fs::path& dir, const Grap
 
 Status RunWithIntermediates(
     const Model& model, const std::vector<std::string>& tensors, const std::vector<Batch>& batches,
-    int num_threads,
-    const std::function<void(size_t, const std::string&, const Tensor&)>& visit) {
+    int num_threads, const std::function<void(size_t, const std::string&, const Tensor&)>& visit) {
   Model m = CloneModel(model);
   std::vector<std::string> names;
   for (const ValueInfo& o : m.graph.outputs) names.push_back(o.name);
@@ -178,8 +178,7 @@ Status RangeCalibrator::Collect(const Model& model, const std::vector<std::strin
   std::map<std::string, bool> wanted;
   for (const auto& t : tensors) wanted[t] = true;
   RETURN_IF_ERROR(RunWithIntermediates(
-      model, tensors, batches, num_threads,
-      [&](size_t, const std::string& name, const Tensor& v) {
+      model, tensors, batches, num_threads, [&](size_t, const std::string& name, const Tensor& v) {
         if (!wanted.count(name) || v.dtype() != DataType::kFloat32 || v.NumElements() == 0) return;
         Stats& s = stats_[name];
         auto [lo, hi] = std::minmax_element(v.data<float>(), v.data<float>() + v.NumElements());
@@ -189,20 +188,19 @@ Status RangeCalibrator::Collect(const Model& model, const std::vector<std::strin
       }));
   if (method_ == CalibrationMethod::kMinMax) return Status::Ok();
   for (auto& [name, s] : stats_) s.hist.assign(kBins, 0.0);
-  return RunWithIntermediates(
-      model, tensors, batches, num_threads,
-      [&](size_t, const std::string& name, const Tensor& v) {
-        auto it = stats_.find(name);
-        if (it == stats_.end() || v.dtype() != DataType::kFloat32) return;
-        Stats& s = it->second;
-        float absmax = std::max(std::fabs(s.min), std::fabs(s.max));
-        if (absmax <= 0.f) return;
-        float scale = kBins / absmax;
-        for (float x : v.values<float>()) {
-          int bin = static_cast<int>(std::fabs(x) * scale);
-          s.hist[std::clamp(bin, 0, kBins - 1)] += 1.0;
-        }
-      });
+  return RunWithIntermediates(model, tensors, batches, num_threads,
+                              [&](size_t, const std::string& name, const Tensor& v) {
+                                auto it = stats_.find(name);
+                                if (it == stats_.end() || v.dtype() != DataType::kFloat32) return;
+                                Stats& s = it->second;
+                                float absmax = std::max(std::fabs(s.min), std::fabs(s.max));
+                                if (absmax <= 0.f) return;
+                                float scale = kBins / absmax;
+                                for (float x : v.values<float>()) {
+                                  int bin = static_cast<int>(std::fabs(x) * scale);
+                                  s.hist[std::clamp(bin, 0, kBins - 1)] += 1.0;
+                                }
+                              });
 }
 
 int EntropyThresholdBin(const std::vector<double>& hist, int quant_levels) {

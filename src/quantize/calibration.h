@@ -50,8 +50,7 @@ StatusOr<std::vector<Batch>> LoadCalibrationData(const std::filesystem::path& di
 // own outputs. Uses a Session without graph optimizations so every named tensor exists.
 Status RunWithIntermediates(
     const Model& model, const std::vector<std::string>& tensors, const std::vector<Batch>& batches,
-    int num_threads,
-    const std::function<void(size_t, const std::string&, const Tensor&)>& visit);
+    int num_threads, const std::function<void(size_t, const std::string&, const Tensor&)>& visit);
 
 struct TensorRange {
   float min = 0.f;

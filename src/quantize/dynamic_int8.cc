@@ -1,9 +1,9 @@
 #include "quantize/dynamic_int8.h"
 
+#include <fmt/format.h>
+
 #include <map>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "optimizer/pipeline.h"
 #include "quantize/model_util.h"
@@ -32,8 +32,8 @@ Tensor Transpose2D(const Tensor& w) {
 Status QuantizeDynamicInt8(Model& model, const QuantizeOptions& o, QuantizeReport* report) {
   int64_t opset = model.OpsetFor("");
   if (opset < 11) {
-    return InvalidArgument("dynamic int8 needs ONNX opset >= 11 (DynamicQuantizeLinear); model has {}",
-                           opset);
+    return InvalidArgument(
+        "dynamic int8 needs ONNX opset >= 11 (DynamicQuantizeLinear); model has {}", opset);
   }
   RETURN_IF_ERROR(Optimize(model, OptimizationLevel::kBasic));
   Graph& g = model.graph;
@@ -144,7 +144,8 @@ Status QuantizeDynamicInt8(Model& model, const QuantizeOptions& o, QuantizeRepor
   if (report->layers.empty()) {
     return InvalidArgument("no MatMul or Gemm with constant 2-D float32 weights to quantize");
   }
-  std::erase_if(g.nodes, [&](const std::unique_ptr<Node>& n) { return replaced.count(n.get()) > 0; });
+  std::erase_if(g.nodes,
+                [&](const std::unique_ptr<Node>& n) { return replaced.count(n.get()) > 0; });
   for (auto& n : added) g.nodes.push_back(std::move(n));
   // Drop float weights nothing reads now.
   std::set<std::string> read;

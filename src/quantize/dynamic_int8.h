@@ -2,8 +2,8 @@
 // quantized at run time. Written with standard ONNX ops, as ONNX Runtime's dynamic quantizer does:
 //
 //   A ─ DynamicQuantizeLinear ─┬─ a_q ─┐
-//                              ├─ a_zp ┤ MatMulInteger(a_q, W_int8, a_zp, 0) ─ Cast(float) ─ Mul ─ Y
-//                              └─ a_scale ─ Mul(w_scale[N]) ─────────────────────────────────┘
+//                              ├─ a_zp ┤ MatMulInteger(a_q, W_int8, a_zp, 0) ─ Cast(float) ─ Mul ─
+//                              Y └─ a_scale ─ Mul(w_scale[N]) ─────────────────────────────────┘
 //   (Gemm: W transposed when transB; + Add(C) after.)
 // One DynamicQuantizeLinear serves every MatMul reading the same A (Q, K and V projections).
 // inferd runs MatMulInteger with a constant int8 B on oneDNN's int8 matmul.

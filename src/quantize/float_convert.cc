@@ -1,9 +1,9 @@
 #include "quantize/float_convert.h"
 
+#include <fmt/format.h>
+
 #include <map>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "quantize/model_util.h"
 

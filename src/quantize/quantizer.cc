@@ -1,12 +1,12 @@
 #include "quantize/quantizer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "optimizer/pipeline.h"
 #include "quantize/dynamic_int8.h"
@@ -25,10 +25,14 @@ StatusOr<Precision> ParsePrecision(const std::string& name) {
 
 const char* PrecisionName(Precision p) {
   switch (p) {
-    case Precision::kInt8: return "int8";
-    case Precision::kBf16: return "bf16";
-    case Precision::kFp16: return "fp16";
-    case Precision::kInt4: return "int4";
+    case Precision::kInt8:
+      return "int8";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kInt4:
+      return "int4";
   }
   return "?";
 }
@@ -93,8 +97,10 @@ std::vector<Candidate> SelectCandidates(Graph& g, const QuantizeOptions& o,
     if (n->op_type == "Conv") {
       if (w.rank() < 3) continue;
       c.weight_axis = 0;
-      if (n->HasInput(2) && IsFloatConstant(g, n->inputs[2])) c.bias_input = 2;
-      else if (n->HasInput(2)) continue;
+      if (n->HasInput(2) && IsFloatConstant(g, n->inputs[2]))
+        c.bias_input = 2;
+      else if (n->HasInput(2))
+        continue;
     } else if (n->op_type == "MatMul") {
       if (w.rank() != 2) {
         skip("weight is not 2-D");
@@ -111,8 +117,8 @@ std::vector<Candidate> SelectCandidates(Graph& g, const QuantizeOptions& o,
         int64_t cols = w.dim(c.weight_axis);
         const auto it = g.initializers.find(n->inputs[2]);
         bool vector_bias = it != g.initializers.end() && IsFloatConstant(g, n->inputs[2]) &&
-                           it->second.NumElements() == cols &&
-                           n->GetFloat("beta", 1.f) == 1.f && n->GetFloat("alpha", 1.f) == 1.f;
+                           it->second.NumElements() == cols && n->GetFloat("beta", 1.f) == 1.f &&
+                           n->GetFloat("alpha", 1.f) == 1.f;
         if (vector_bias) c.bias_input = 2;  // otherwise C stays float
       }
     }
@@ -178,7 +184,8 @@ class QdqWriter {
     std::string zn = Unique(wname + "_zero_point"), dq = Unique(wname + "_dequantized");
     g_.initializers[qn] = q;
     if (per_channel) {
-      g_.initializers[sn] = Tensor::FromVector<float>(scales, {static_cast<int64_t>(scales.size())});
+      g_.initializers[sn] =
+          Tensor::FromVector<float>(scales, {static_cast<int64_t>(scales.size())});
       g_.initializers[zn] =
           Tensor::Allocate(DataType::kInt8, {static_cast<int64_t>(scales.size())});
     } else {
@@ -206,9 +213,10 @@ class QdqWriter {
     std::string zn = Unique(bname + "_zero_point"), dq = Unique(bname + "_dequantized");
     g_.initializers[qn] = q;
     bool per_channel = w_scales.size() > 1;
-    g_.initializers[sn] = per_channel ? Tensor::FromVector<float>(scales, {c}) : ScalarFloat(scales[0]);
-    g_.initializers[zn] = per_channel ? Tensor::Allocate(DataType::kInt32, {c})
-                                      : Tensor::Scalar<int32_t>(0);
+    g_.initializers[sn] =
+        per_channel ? Tensor::FromVector<float>(scales, {c}) : ScalarFloat(scales[0]);
+    g_.initializers[zn] =
+        per_channel ? Tensor::Allocate(DataType::kInt32, {c}) : Tensor::Scalar<int32_t>(0);
     Node* d = g_.AddNode("DequantizeLinear", {qn, sn, zn}, {dq}, bname + "_DequantizeLinear");
     if (per_channel) d->attributes["axis"] = IntAttr(0);
     n->inputs[index] = dq;
@@ -246,16 +254,13 @@ void DropUnusedInitializers(Graph& g) {
   }
 }
 
-Status MeasureReport(const Model& fp32, const Model& quantized,
-                     const std::vector<Candidate>& cands, const std::vector<Batch>& batches,
-                     int threads, QuantizeReport* report) {
+Status MeasureReport(const Model& fp32, const Model& quantized, const std::vector<Candidate>& cands,
+                     const std::vector<Batch>& batches, int threads, QuantizeReport* report) {
   std::vector<std::string> tensors;
   for (const auto& l : report->layers) tensors.push_back(l.output);
   std::map<std::string, std::vector<Tensor>> ref, test;
   auto keep = [](std::map<std::string, std::vector<Tensor>>& into) {
-    return [&into](size_t, const std::string& name, const Tensor& v) {
-      into[name].push_back(v);
-    };
+    return [&into](size_t, const std::string& name, const Tensor& v) { into[name].push_back(v); };
   };
   RETURN_IF_ERROR(RunWithIntermediates(fp32, tensors, batches, threads, keep(ref)));
   RETURN_IF_ERROR(RunWithIntermediates(quantized, tensors, batches, threads, keep(test)));
@@ -312,11 +317,13 @@ Status QuantizeInt8(Model& model, const QuantizeOptions& o, QuantizeReport* repo
   }
   bool per_channel = o.per_channel && opset >= 13;
   if (o.per_channel && !per_channel) {
-    report->skipped.push_back(fmt::format("per-channel weights (opset {} < 13: per tensor)", opset));
+    report->skipped.push_back(
+        fmt::format("per-channel weights (opset {} < 13: per tensor)", opset));
   }
   RETURN_IF_ERROR(Optimize(model, OptimizationLevel::kBasic));
-  int threads = o.num_threads > 0 ? o.num_threads
-                                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = o.num_threads > 0
+                    ? o.num_threads
+                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ASSIGN_OR_RETURN(std::vector<Batch> batches,
                    LoadCalibrationData(o.calibration_dir, model.graph, o.samples, o.batch_size));
   for (const Batch& b : batches) report->calibration_samples += b.empty() ? 0 : b[0].dim(0);
@@ -324,7 +331,8 @@ Status QuantizeInt8(Model& model, const QuantizeOptions& o, QuantizeReport* repo
   Model fp32 = CloneModel(model);
   Graph& g = model.graph;
   std::vector<Candidate> cands = SelectCandidates(g, o, &report->skipped);
-  if (cands.empty()) return InvalidArgument("no Conv, MatMul or Gemm with constant weights to quantize");
+  if (cands.empty())
+    return InvalidArgument("no Conv, MatMul or Gemm with constant weights to quantize");
   std::vector<std::string> tensors;
   std::set<std::string> seen;
   for (const Candidate& c : cands) {
@@ -378,7 +386,8 @@ Status QuantizeInt8(Model& model, const QuantizeOptions& o, QuantizeReport* repo
       // The input was rewired to its DQ output: find its scale by the original name.
       std::string x = c.node->inputs[0];
       const std::string suffix = "_dequantized";
-      if (x.size() > suffix.size() && x.ends_with(suffix)) x = x.substr(0, x.size() - suffix.size());
+      if (x.size() > suffix.size() && x.ends_with(suffix))
+        x = x.substr(0, x.size() - suffix.size());
       if (const QuantParams* p = w.ParamsOf(x)) w.QuantizeBias(c.node, c.bias_input, p->scale, ws);
     }
     report->layers.push_back(layer);
@@ -435,9 +444,9 @@ Status QuantizeMixedInt8(Model& model, const QuantizeOptions& o, QuantizeReport*
       *report = std::move(r);
       report->kept_float = returned;
       if (metric < o.accuracy_target) {
-        report->skipped.push_back(fmt::format(
-            "accuracy target {} not reached ({} = {:.2f} with {} layers in FP32)",
-            o.accuracy_target, o.accuracy_metric, metric, returned.size()));
+        report->skipped.push_back(
+            fmt::format("accuracy target {} not reached ({} = {:.2f} with {} layers in FP32)",
+                        o.accuracy_target, o.accuracy_metric, metric, returned.size()));
       }
       return Status::Ok();
     }
@@ -470,7 +479,9 @@ Status QuantizeModel(Model& model, const QuantizeOptions& options, QuantizeRepor
     case Precision::kBf16:
       RETURN_IF_ERROR(ConvertFloatPrecision(model, options, &r));
       break;
-    case Precision::kInt4: RETURN_IF_ERROR(QuantizeInt4Weights(model, options, &r)); break;
+    case Precision::kInt4:
+      RETURN_IF_ERROR(QuantizeInt4Weights(model, options, &r));
+      break;
   }
   r.bytes_after = InitializerBytes(model.graph);
   return Status::Ok();
@@ -483,7 +494,8 @@ std::string QuantizeReport::ToString() const {
   for (const auto& [name, db] : output_sqnr_db) {
     s += fmt::format("output {}: SQNR {:.2f} dB\n", name, db);
   }
-  if (top1_agreement >= 0) s += fmt::format("top-1 agreement with FP32: {:.2f}%\n", top1_agreement * 100);
+  if (top1_agreement >= 0)
+    s += fmt::format("top-1 agreement with FP32: {:.2f}%\n", top1_agreement * 100);
   if (!layers.empty()) {
     s += "\n| layer | op | tensor | weight SQNR (dB) | activation SQNR (dB) |\n";
     s += "|---|---|---|---|---|\n";

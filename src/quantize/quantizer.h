@@ -68,21 +68,21 @@ struct QuantizeOptions {
 // What quantization did, and (when asked) how much error each layer adds.
 struct QuantizeReport {
   struct Layer {
-    std::string node;       // node name
+    std::string node;  // node name
     std::string op_type;
-    std::string output;     // the tensor compared
+    std::string output;             // the tensor compared
     double weight_sqnr_db = 0;      // FP32 weight vs its dequantized int8 value
     double activation_sqnr_db = 0;  // FP32 model vs quantized model (simulated), this tensor
     bool has_activation_sqnr = false;
   };
   Precision precision = Precision::kInt8;
   int64_t calibration_samples = 0;
-  std::vector<Layer> layers;  // quantized layers in graph order
-  std::vector<std::string> skipped;  // "name (reason)" of candidate nodes left in float
+  std::vector<Layer> layers;            // quantized layers in graph order
+  std::vector<std::string> skipped;     // "name (reason)" of candidate nodes left in float
   std::vector<std::string> kept_float;  // layers --accuracy-target returned to FP32
   // Model outputs: SQNR and (for classifier-shaped outputs) top-1 agreement.
   std::vector<std::pair<std::string, double>> output_sqnr_db;
-  double top1_agreement = -1;  // fraction; -1 when not measured
+  double top1_agreement = -1;                // fraction; -1 when not measured
   size_t bytes_before = 0, bytes_after = 0;  // initializer bytes
   std::string ToString() const;
 };

@@ -1,5 +1,7 @@
 // Quantization toolkit tests: parameters, calibration methods, and INT8/FP16 on a small CNN
 // (FP32 vs quantized outputs, the engine's int8 fusion, bad inputs).
+#include "quantize/quantizer.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +12,6 @@
 #include "optimizer/pipeline.h"
 #include "quantize/calibration.h"
 #include "quantize/model_util.h"
-#include "quantize/quantizer.h"
 #include "runtime/session.h"
 #include "runtime/test_util.h"
 
@@ -106,8 +107,9 @@ class QuantizeModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("inferd_quantize_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           ("inferd_quantize_test_" +
+            std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "cal");
     ASSERT_TRUE(SaveNpy(RandomFloat({64, 3, 8, 8}, -1.f, 1.f, 7), dir_ / "cal" / "a.npy").ok());
@@ -132,8 +134,8 @@ class QuantizeModelTest : public ::testing::Test {
 };
 
 TEST_F(QuantizeModelTest, Int8QdqAgreesWithFp32AndFusesToInt8Ops) {
-  for (auto method : {CalibrationMethod::kMinMax, CalibrationMethod::kPercentile,
-                      CalibrationMethod::kEntropy}) {
+  for (auto method :
+       {CalibrationMethod::kMinMax, CalibrationMethod::kPercentile, CalibrationMethod::kEntropy}) {
     Model m = SmallCnn();
     QuantizeOptions o;
     o.calibration_dir = dir_ / "cal";
@@ -316,7 +318,8 @@ TEST_F(QuantizeModelTest, BadCalibrationDataFails) {
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("a.npy"), std::string::npos) << st.message();
   fs::create_directories(dir_ / "ints");
-  ASSERT_TRUE(SaveNpy(Tensor::Allocate(DataType::kInt64, {4, 3, 8, 8}), dir_ / "ints" / "a.npy").ok());
+  ASSERT_TRUE(
+      SaveNpy(Tensor::Allocate(DataType::kInt64, {4, 3, 8, 8}), dir_ / "ints" / "a.npy").ok());
   m = SmallCnn();
   o.calibration_dir = dir_ / "ints";
   EXPECT_EQ(QuantizeModel(m, o, nullptr).code(), StatusCode::kInvalidArgument);

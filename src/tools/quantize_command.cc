@@ -23,14 +23,15 @@ CLI::App* AddQuantizeSubcommand(CLI::App& app, QuantizeCommandOptions* o) {
   cmd->add_option("--method", o->method, "Calibration: minmax, percentile or entropy");
   cmd->add_option("--percentile", o->percentile, "Percentile for --method percentile")
       ->check(CLI::Range(50.0, 100.0));
-  cmd->add_flag_callback("--per-channel", [o]() { o->per_tensor = false; },
-                "Weights per output channel (default)");
+  cmd->add_flag_callback(
+      "--per-channel", [o]() { o->per_tensor = false; }, "Weights per output channel (default)");
   cmd->add_flag("--per-tensor", o->per_tensor, "One weight scale per tensor");
   cmd->add_option("--samples", o->samples, "Calibration samples to use (0 = all; default 500)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--exclude", o->exclude, "Comma-separated node names to keep in float");
-  cmd->add_option("--report", o->report,
-                  "Write a per-layer report (SQNR of activations and weights) to FILE ('-': stdout)");
+  cmd->add_option(
+      "--report", o->report,
+      "Write a per-layer report (SQNR of activations and weights) to FILE ('-': stdout)");
   cmd->add_option("--accuracy-target", o->accuracy_target,
                   "Static int8: return the most damaged layers to FP32 until the outputs' SQNR "
                   "(dB) vs FP32 reaches this (or top-1 agreement %, with --accuracy-metric top1)")
@@ -89,9 +90,9 @@ Status QuantizeModelCommand(const QuantizeCommandOptions& options, std::ostream&
     for (const auto& n : report.kept_float) out << " " << n;
     out << "\n";
   }
-  out << "wrote " << options.output.string() << " (" << quantize::PrecisionName(q.precision)
-      << ", " << report.layers.size() << " layers, weights " << report.bytes_before / 1e6
-      << " MB -> " << report.bytes_after / 1e6 << " MB)\n";
+  out << "wrote " << options.output.string() << " (" << quantize::PrecisionName(q.precision) << ", "
+      << report.layers.size() << " layers, weights " << report.bytes_before / 1e6 << " MB -> "
+      << report.bytes_after / 1e6 << " MB)\n";
   return Status::Ok();
 }
 

@@ -2,12 +2,11 @@
 // quantizes a model (src/quantize/quantizer.h) and writes it as standard ONNX (INT8 as QDQ).
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <ostream>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "common/status.h"
 
@@ -23,10 +22,10 @@ struct QuantizeCommandOptions {
   bool dynamic = false;     // --dynamic: int8 MatMul/Gemm with run-time activation scales
   bool per_tensor = false;  // --per-tensor (default --per-channel)
   int64_t samples = 500;
-  std::string exclude;  // comma-separated node names
+  std::string exclude;           // comma-separated node names
   std::filesystem::path report;  // write the per-layer report here ("-": stdout)
   int threads = 0;
-  double accuracy_target = 0;      // --accuracy-target (0: off)
+  double accuracy_target = 0;  // --accuracy-target (0: off)
   std::string accuracy_metric = "sqnr";
   std::filesystem::path validation;  // --validation DIR
 };

@@ -75,8 +75,8 @@ StatusOr<ConvGeometry> PlanConv(const ConvAttrs& a, const Shape& x, const Shape&
       return InvalidArgument("unknown auto_pad '{}'", a.auto_pad);
     }
     if (g.out_spatial[d] < 1) {
-      return InvalidArgument("conv output would be empty: input {} kernel {}",
-                             ShapeToString(x), ShapeToString(w));
+      return InvalidArgument("conv output would be empty: input {} kernel {}", ShapeToString(x),
+                             ShapeToString(w));
     }
   }
   return g;
@@ -282,7 +282,8 @@ class QLinearConvKernel final : public OpKernel {
     ASSIGN_OR_RETURN(auto ys, ReadScales(ctx.Input(6), 1, "y_scale"));
     ASSIGN_OR_RETURN(auto yzp, ReadZeroPoints(ctx.Input(7), 1, "y_zero_point"));
     DataType out_type = ctx.Input(7) ? ctx.Input(7)->dtype() : DataType::kUInt8;
-    if (!IsQuantType(out_type)) return InvalidArgument("QLinearConv y_zero_point must be uint8/int8");
+    if (!IsQuantType(out_type))
+      return InvalidArgument("QLinearConv y_zero_point must be uint8/int8");
     std::vector<int32_t> bias(g.out_c, 0);
     if (const Tensor* b = ctx.Input(8)) {
       if (b->dtype() != DataType::kInt32 || b->NumElements() != g.out_c) {

@@ -1,11 +1,10 @@
 #include "kernels/cpu/quant_conv_dnnl.h"
 
+#include <cstring>
 #include <dnnl.hpp>
 
 #include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/quant_util.h"
-
-#include <cstring>
 
 namespace inferd::cpu {
 
@@ -78,9 +77,9 @@ StatusOr<std::shared_ptr<const DnnlQConv::Plan>> DnnlQConv::GetPlan(const Node& 
                      pl = ToDims(g.pad_begin), pr = ToDims(g.pad_end);
   const bool has_bias = !p_.bias.empty();
   auto desc = has_bias ? dnnl::convolution_forward::desc(prop, alg, src_any, w_any, bias_md,
-                                                        dst_any, strides, dil, pl, pr)
+                                                         dst_any, strides, dil, pl, pr)
                        : dnnl::convolution_forward::desc(prop, alg, src_any, w_any, dst_any,
-                                                        strides, dil, pl, pr);
+                                                         strides, dil, pl, pr);
   dnnl::primitive_attr attr;
   std::vector<float> scales(p_.w_scales.size());
   for (size_t i = 0; i < scales.size(); ++i) {
@@ -117,7 +116,8 @@ StatusOr<std::shared_ptr<const DnnlQConv::Plan>> DnnlQConv::GetPlan(const Node& 
 Status DnnlQConv::Run(const Node& node, const Tensor& x, Tensor* y) const {
   return DnnlTry(node, [&]() -> Status {
     ASSIGN_OR_RETURN(auto plan, GetPlan(node, x.shape()));
-    if (y->shape() != plan->out_shape) return Internal("{}: output shape mismatch", node.Describe());
+    if (y->shape() != plan->out_shape)
+      return Internal("{}: output shape mismatch", node.Describe());
     if (x.NumElements() == 0 || y->NumElements() == 0) return Status::Ok();
     dnnl::engine& eng = DnnlEngine();
     dnnl::stream s(eng);

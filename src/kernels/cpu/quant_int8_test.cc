@@ -38,19 +38,21 @@ struct Case {
 
 void CheckCase(const Case& c) {
   SCOPED_TRACE(c.name);
-  Tensor x = c.uint8_x ? RandomInts<uint8_t>(c.x, 0, 255, 1) : RandomInts<int8_t>(c.x, -128, 127, 1);
+  Tensor x =
+      c.uint8_x ? RandomInts<uint8_t>(c.x, 0, 255, 1) : RandomInts<int8_t>(c.x, -128, 127, 1);
   Tensor w = RandomInts<int8_t>(c.w, -127, 127, 2);
   const int64_t m = c.w[0];
   std::vector<float> scales(c.per_channel ? m : 1);
   for (size_t i = 0; i < scales.size(); ++i) scales[i] = 0.001f * (1 + i % 7);
-  Tensor ws = c.per_channel ? Tensor::FromVector<float>(scales, {m}) : Tensor::Scalar<float>(0.003f);
+  Tensor ws =
+      c.per_channel ? Tensor::FromVector<float>(scales, {m}) : Tensor::Scalar<float>(0.003f);
   Tensor wzp = c.per_channel ? Tensor::Allocate(DataType::kInt8, {m}) : Tensor::Scalar<int8_t>(0);
   Tensor xzp = c.uint8_x ? Tensor::Scalar<uint8_t>(static_cast<uint8_t>(c.x_zp))
                          : Tensor::Scalar<int8_t>(static_cast<int8_t>(c.x_zp));
   Tensor yzp = c.uint8_y ? Tensor::Scalar<uint8_t>(static_cast<uint8_t>(c.y_zp))
                          : Tensor::Scalar<int8_t>(static_cast<int8_t>(c.y_zp));
-  std::vector<Tensor> inputs = {x, Tensor::Scalar<float>(0.02f), xzp, w, ws, wzp,
-                                Tensor::Scalar<float>(0.05f), yzp};
+  std::vector<Tensor> inputs = {x,   Tensor::Scalar<float>(0.02f), xzp, w, ws,
+                                wzp, Tensor::Scalar<float>(0.05f), yzp};
   if (c.bias) inputs.push_back(RandomInts<int32_t>({m}, -5000, 5000, 3));
   std::vector<size_t> constants;
   for (size_t i = 1; i < inputs.size(); ++i) constants.push_back(i);
@@ -63,27 +65,52 @@ void CheckCase(const Case& c) {
 
 TEST(QLinearConvDnnlTest, MatchesReference) {
   std::vector<Case> cases;
-  cases.push_back({"3x3 pad 1, u8 zp 128 → u8 relu", {2, 16, 9, 9}, {32, 16, 3, 3},
+  cases.push_back({"3x3 pad 1, u8 zp 128 → u8 relu",
+                   {2, 16, 9, 9},
+                   {32, 16, 3, 3},
                    {{"pads", AttrInts({1, 1, 1, 1})}}});
-  cases.push_back({"stride 2, no bias, per tensor, y zp 7", {1, 8, 10, 10}, {8, 8, 3, 3},
-                   {{"strides", AttrInts({2, 2})}, {"pads", AttrInts({0, 1, 1, 0})}}, true, 3,
-                   true, 7, false, false});
+  cases.push_back({"stride 2, no bias, per tensor, y zp 7",
+                   {1, 8, 10, 10},
+                   {8, 8, 3, 3},
+                   {{"strides", AttrInts({2, 2})}, {"pads", AttrInts({0, 1, 1, 0})}},
+                   true,
+                   3,
+                   true,
+                   7,
+                   false,
+                   false});
   cases.push_back({"1x1, x zp 0 → s8", {3, 24, 5, 5}, {40, 24, 1, 1}, {}, true, 0, false, -3});
-  cases.push_back({"s8 x, depthwise group", {1, 12, 7, 7}, {12, 1, 3, 3},
+  cases.push_back({"s8 x, depthwise group",
+                   {1, 12, 7, 7},
+                   {12, 1, 3, 3},
                    {{"group", AttrInt(12)}, {"auto_pad", testing::AttrString("SAME_UPPER")}},
-                   false, -4, true, 0});
-  cases.push_back({"grouped, dilated", {1, 8, 11, 11}, {16, 4, 3, 3},
-                   {{"group", AttrInt(2)}, {"dilations", AttrInts({2, 2})}}, true, 100, true, 10});
+                   false,
+                   -4,
+                   true,
+                   0});
+  cases.push_back({"grouped, dilated",
+                   {1, 8, 11, 11},
+                   {16, 4, 3, 3},
+                   {{"group", AttrInt(2)}, {"dilations", AttrInts({2, 2})}},
+                   true,
+                   100,
+                   true,
+                   10});
   cases.push_back({"1-D conv", {2, 4, 20}, {6, 4, 5}, {{"pads", AttrInts({2, 2})}}});
   for (const Case& c : cases) CheckCase(c);
 }
 
 TEST(QLinearConvDnnlTest, BadInputsFail) {
   Tensor w = RandomInts<int8_t>({4, 3, 3, 3}, -127, 127, 2);
-  std::vector<Tensor> inputs = {RandomInts<uint8_t>({1, 5, 6, 6}, 0, 255, 1),  // 5 channels, W wants 3
-                                Tensor::Scalar<float>(0.02f), Tensor::Scalar<uint8_t>(128), w,
-                                Tensor::Scalar<float>(0.01f), Tensor::Scalar<int8_t>(0),
-                                Tensor::Scalar<float>(0.05f), Tensor::Scalar<uint8_t>(0)};
+  std::vector<Tensor> inputs = {
+      RandomInts<uint8_t>({1, 5, 6, 6}, 0, 255, 1),  // 5 channels, W wants 3
+      Tensor::Scalar<float>(0.02f),
+      Tensor::Scalar<uint8_t>(128),
+      w,
+      Tensor::Scalar<float>(0.01f),
+      Tensor::Scalar<int8_t>(0),
+      Tensor::Scalar<float>(0.05f),
+      Tensor::Scalar<uint8_t>(0)};
   EXPECT_FALSE(RunNode("QLinearConv", {}, inputs, 1, 13, {1, 2, 3, 4, 5, 6, 7}).ok());
   inputs[0] = RandomInts<uint8_t>({1, 3}, 0, 255, 1);  // rank 2
   EXPECT_FALSE(RunNode("QLinearConv", {}, inputs, 1, 13, {1, 2, 3, 4, 5, 6, 7}).ok());
@@ -95,7 +122,8 @@ TEST(QLinearConvDnnlTest, BadInputsFail) {
 // (int32 reference loops): exact.
 TEST(MatMulIntegerDnnlTest, MatchesReference) {
   for (bool u8 : {true, false}) {
-    Tensor a = u8 ? RandomInts<uint8_t>({2, 7, 48}, 0, 255, 4) : RandomInts<int8_t>({2, 7, 48}, -128, 127, 4);
+    Tensor a = u8 ? RandomInts<uint8_t>({2, 7, 48}, 0, 255, 4)
+                  : RandomInts<int8_t>({2, 7, 48}, -128, 127, 4);
     Tensor b = RandomInts<int8_t>({48, 33}, -127, 127, 5);
     Tensor azp = u8 ? Tensor::Scalar<uint8_t>(131) : Tensor::Scalar<int8_t>(-9);
     Tensor bzp = Tensor::Allocate(DataType::kInt8, {33});
@@ -108,10 +136,12 @@ TEST(MatMulIntegerDnnlTest, MatchesReference) {
   }
   // K mismatch and a zero point of the wrong type fail cleanly.
   Tensor b = RandomInts<int8_t>({48, 8}, -127, 127, 5);
-  EXPECT_FALSE(RunNode("MatMulInteger", {}, {RandomInts<uint8_t>({3, 40}, 0, 255, 1), b}, 1, 13, {1}).ok());
+  EXPECT_FALSE(
+      RunNode("MatMulInteger", {}, {RandomInts<uint8_t>({3, 40}, 0, 255, 1), b}, 1, 13, {1}).ok());
   EXPECT_FALSE(RunNode("MatMulInteger", {},
                        {RandomInts<uint8_t>({3, 48}, 0, 255, 1), b, Tensor::Scalar<int8_t>(1)}, 1,
-                       13, {1}).ok());
+                       13, {1})
+                   .ok());
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // oneDNN int8 matmul for MatMulInteger with a constant int8 B: y[int32, ..., N] =
-// (A[uint8/int8, ..., K] - a_zero_point) · B[K, N], A's leading dims folded into M. B is packed once
-// into oneDNN's layout; the A zero point is a run-time argument (DynamicQuantizeLinear computes it
-// per call in dynamically quantized models). Primitives are cached per (M, A type).
+// (A[uint8/int8, ..., K] - a_zero_point) · B[K, N], A's leading dims folded into M. B is packed
+// once into oneDNN's layout; the A zero point is a run-time argument (DynamicQuantizeLinear
+// computes it per call in dynamically quantized models). Primitives are cached per (M, A type).
 #pragma once
 
 #include <map>

@@ -18,19 +18,21 @@ struct AxisLayout {
   int64_t outer = 1, channels = 1, inner = 1;
 };
 
-StatusOr<AxisLayout> LayoutFor(const Shape& shape, const Tensor& scale, int64_t axis,
-                               int64_t opset, const char* op) {
+StatusOr<AxisLayout> LayoutFor(const Shape& shape, const Tensor& scale, int64_t axis, int64_t opset,
+                               const char* op) {
   AxisLayout l;
   l.inner = NumElements(shape);
   if (scale.NumElements() == 1 && scale.rank() <= 1) return l;
   if (opset < 13 || scale.rank() != 1) {
     return InvalidArgument("{}: scale must be a scalar{}, got shape {}", op,
-                           opset < 13 ? " before opset 13" : " or 1-D", ShapeToString(scale.shape()));
+                           opset < 13 ? " before opset 13" : " or 1-D",
+                           ShapeToString(scale.shape()));
   }
   ASSIGN_OR_RETURN(int64_t a, NormalizeAxis(axis, static_cast<int64_t>(shape.size())));
   if (shape.empty() || shape[a] != scale.NumElements()) {
     return InvalidArgument("{}: per-axis scale has {} elements but axis {} of {} has size {}", op,
-                           scale.NumElements(), axis, ShapeToString(shape), shape.empty() ? 0 : shape[a]);
+                           scale.NumElements(), axis, ShapeToString(shape),
+                           shape.empty() ? 0 : shape[a]);
   }
   l.outer = 1;
   for (int64_t d = 0; d < a; ++d) l.outer *= shape[d];
@@ -42,8 +44,8 @@ StatusOr<AxisLayout> LayoutFor(const Shape& shape, const Tensor& scale, int64_t 
 
 Status CheckZeroPointMatchesScale(const Tensor* zp, const Tensor& scale, const char* op) {
   if (zp != nullptr && zp->NumElements() != scale.NumElements()) {
-    return InvalidArgument("{}: zero point has {} elements but scale has {}", op,
-                           zp->NumElements(), scale.NumElements());
+    return InvalidArgument("{}: zero point has {} elements but scale has {}", op, zp->NumElements(),
+                           scale.NumElements());
   }
   return Status::Ok();
 }
@@ -78,7 +80,8 @@ void QuantizeFloat(const float* x, Q* y, int64_t n, float scale, int32_t zp) {
 
 template <typename Q>
 void DequantizeToFloat(const Q* x, float* y, int64_t n, float scale, int32_t zp) {
-  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - zp) * scale;
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - zp) * scale;
 }
 
 class QuantizeLinearKernel final : public OpKernel {
@@ -93,7 +96,8 @@ class QuantizeLinearKernel final : public OpKernel {
     const Tensor* x = ctx.Input(0);
     const Tensor* scale = ctx.Input(1);
     const Tensor* zp = ctx.Input(2);
-    if (x == nullptr || scale == nullptr) return InvalidArgument("QuantizeLinear needs x and y_scale");
+    if (x == nullptr || scale == nullptr)
+      return InvalidArgument("QuantizeLinear needs x and y_scale");
     DataType out_type = zp ? zp->dtype() : DataType::kUInt8;
     if (!IsQuantType(out_type)) {
       return InvalidArgument("QuantizeLinear output type must be uint8 or int8, got {}",
@@ -125,22 +129,24 @@ class QuantizeLinearKernel final : public OpKernel {
                                    DataTypeName(x->dtype()));
           } else {
             const T* src = x->data<T>();
-            ParallelFor(l.outer * l.channels, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, l.inner)),
+            ParallelFor(l.outer * l.channels,
+                        std::max<int64_t>(1, 16384 / std::max<int64_t>(1, l.inner)),
                         [&](int64_t b, int64_t e) {
-              for (int64_t oc = b; oc < e; ++oc) {
-                int64_t c = oc % l.channels;
-                float s = scales[c];
-                int32_t z = zps[c];
-                for (int64_t i = oc * l.inner; i < (oc + 1) * l.inner; ++i) {
-                  StoreQuantized(*y, i, static_cast<float>(src[i]) / s, z);
-                }
-              }
-            });
+                          for (int64_t oc = b; oc < e; ++oc) {
+                            int64_t c = oc % l.channels;
+                            float s = scales[c];
+                            int32_t z = zps[c];
+                            for (int64_t i = oc * l.inner; i < (oc + 1) * l.inner; ++i) {
+                              StoreQuantized(*y, i, static_cast<float>(src[i]) / s, z);
+                            }
+                          }
+                        });
             return Status::Ok();
           }
         },
         [&]() -> Status {
-          return InvalidArgument("QuantizeLinear: unsupported input type {}", DataTypeName(x->dtype()));
+          return InvalidArgument("QuantizeLinear: unsupported input type {}",
+                                 DataTypeName(x->dtype()));
         });
   }
 
@@ -176,7 +182,8 @@ class DequantizeLinearKernel final : public OpKernel {
       return InvalidArgument("DequantizeLinear scale must be floating point");
     }
     RETURN_IF_ERROR(CheckZeroPointMatchesScale(zp, *scale, "DequantizeLinear"));
-    ASSIGN_OR_RETURN(AxisLayout l, LayoutFor(x->shape(), *scale, axis_, opset_, "DequantizeLinear"));
+    ASSIGN_OR_RETURN(AxisLayout l,
+                     LayoutFor(x->shape(), *scale, axis_, opset_, "DequantizeLinear"));
     ASSIGN_OR_RETURN(auto scales, ReadScales(scale, l.channels, "x_scale"));
     ASSIGN_OR_RETURN(auto zps, ReadZeroPoints(zp, l.channels, "x_zero_point"));
     DataType out_type = scale->dtype();
@@ -240,7 +247,8 @@ class DynamicQuantizeLinearKernel final : public OpKernel {
     } else {
       std::fill(dst, dst + n, static_cast<uint8_t>(zp));
     }
-    if (ctx.OutputRequested(1)) *ctx.AllocateOutput(1, DataType::kFloat32, {})->data<float>() = scale;
+    if (ctx.OutputRequested(1))
+      *ctx.AllocateOutput(1, DataType::kFloat32, {})->data<float>() = scale;
     if (ctx.OutputRequested(2)) {
       *ctx.AllocateOutput(2, DataType::kUInt8, {})->data<uint8_t>() = static_cast<uint8_t>(zp);
     }
@@ -378,7 +386,8 @@ class QLinearMatMulKernel final : public OpKernel {
       return InvalidArgument("QLinearMatMul inputs must be uint8/int8");
     }
     DataType out_type = ctx.Input(7) ? ctx.Input(7)->dtype() : DataType::kUInt8;
-    if (!IsQuantType(out_type)) return InvalidArgument("QLinearMatMul y_zero_point must be uint8/int8");
+    if (!IsQuantType(out_type))
+      return InvalidArgument("QLinearMatMul y_zero_point must be uint8/int8");
     ASSIGN_OR_RETURN(MatMulPlan p, PlanMatMul(a.shape(), b.shape(), "QLinearMatMul"));
     ASSIGN_OR_RETURN(auto as, ReadScales(ctx.Input(1), p.m, "a_scale"));
     ASSIGN_OR_RETURN(auto azp, MatMulZeroPoints(ctx.Input(2), p.m, a, "a_zero_point"));
