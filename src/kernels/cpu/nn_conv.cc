@@ -218,8 +218,8 @@ class ConvKernel final : public WindowedKernel<ConvPlan> {
     plan->user_src_md = PlainDesc(ToDims(xs));
     plan->user_weights_md = PlainDesc(wdims);
     plan->user_dst_md = PlainDesc(ToDims(plan->out_shape));
-    memory::desc src_any = PlainDesc(ToDims(xs)), w_any(wdims, f32, tag::any),
-        dst_any = PlainDesc(ToDims(plan->out_shape)), bias_md({ws[0]}, f32, tag::a);
+    memory::desc src_any(ToDims(xs), f32, tag::any), w_any(wdims, f32, tag::any),
+        dst_any(ToDims(plan->out_shape), f32, tag::any), bias_md({ws[0]}, f32, tag::a);
     const auto prop = dnnl::prop_kind::forward_inference;
     const auto alg = dnnl::algorithm::convolution_direct;
     const memory::dims strides = ToDims(g.strides), dil = DnnlDilations(g.dilations),
