@@ -109,6 +109,63 @@ Node* TrailingQuantize(GraphEditor& ed, Node* op, Node** relu, QParams* y) {
   return next;
 }
 
+// Whether two values have the same declared shape (equal known dims or the same symbolic name).
+bool SameDeclaredShape(const Graph& g, const std::string& a, const std::string& b) {
+  const ValueInfo* va = g.FindValueInfo(a);
+  const ValueInfo* vb = g.FindValueInfo(b);
+  if (!va || !vb || !va->shape || !vb->shape || va->shape->size() != vb->shape->size()) {
+    return false;
+  }
+  for (size_t i = 0; i < va->shape->size(); ++i) {
+    const Dim& x = (*va->shape)[i];
+    const Dim& y = (*vb->shape)[i];
+    if (x.known() != y.known()) return false;
+    if (x.known() ? x.value != y.value : (x.param.empty() || x.param != y.param)) return false;
+  }
+  return true;
+}
+
+// DQ(x_q) → Add(·, b) [→ Relu]  ⇒  ai.inferd.DequantizeAdd(x_q, scale, zp, b) (residual joins).
+int FuseDequantizeAdd(GraphEditor& ed) {
+  int fired = 0;
+  for (Node* add : ed.Nodes()) {
+    if (!IsStd(*add, "Add") || ed.IsRemoved(add) || add->NumInputs() != 2) continue;
+    for (int side = 0; side < 2; ++side) {
+      Node* dq = ed.Producer(add->inputs[side]);
+      const std::string other = add->inputs[1 - side];
+      if (!dq || !IsStd(*dq, "DequantizeLinear") || ed.SoleConsumer(dq->outputs[0]) != add ||
+          add->inputs[0] == add->inputs[1] || dq->GetInt("axis", 1) != 1) {
+        continue;
+      }
+      const DataType other_type = ed.graph().ValueType(other);
+      if (other_type != DataType::kFloat32) continue;
+      QParams x;
+      if (!dq->HasInput(2) || !PerTensorParams(ed, *dq, &x)) continue;
+      if (!SameDeclaredShape(ed.graph(), dq->outputs[0], other)) continue;
+      Node* relu = ed.SoleConsumer(add->outputs[0]);
+      if (relu && !IsStd(*relu, "Relu")) relu = nullptr;
+      const std::string out = relu ? relu->outputs[0] : add->outputs[0];
+      const std::string x_q = dq->inputs[0];
+      if (relu) ed.RemoveNode(relu);
+      ed.EditNode(add, [&](Node& n) {
+        n.op_type = "DequantizeAdd";
+        n.domain = "ai.inferd";
+        n.inputs = {x_q, x.scale, x.zero_point, other};
+        n.outputs = {out};
+        if (relu) {
+          Attribute a;
+          a.type = Attribute::Type::kString;
+          a.s = "Relu";
+          n.attributes["activation"] = a;
+        }
+      });
+      ++fired;
+      break;
+    }
+  }
+  return fired;
+}
+
 }  // namespace
 
 StatusOr<int> QdqFusion::Run(Graph& graph) const {
@@ -162,6 +219,7 @@ StatusOr<int> QdqFusion::Run(Graph& graph) const {
     });
     ++fired;
   }
+  fired += FuseDequantizeAdd(ed);
   RETURN_IF_ERROR(ed.Commit());
   return fired;
 }

@@ -2,6 +2,8 @@
 //
 //   DQ(x) → Conv(W = DQ(int8), B = DQ(int32)?) [→ Relu] → Q   ⇒  QLinearConv
 //   DQ(x) → MatMul(B = DQ(int8) constant 2-D)   [→ Relu] → Q   ⇒  QLinearMatMul
+//   DQ(x) → Add(·, float b of the same shape)   [→ Relu]       ⇒  ai.inferd.DequantizeAdd
+//                                                                  (residual joins, one pass)
 //
 // Consecutive quantized layers then pass uint8/int8 tensors to each other directly (the DQ → Q
 // pairs between them lose their readers and are removed by dead-node elimination), and QLinearConv

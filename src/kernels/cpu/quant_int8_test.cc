@@ -144,5 +144,37 @@ TEST(MatMulIntegerDnnlTest, MatchesReference) {
                    .ok());
 }
 
+TEST(DequantizeAddTest, MatchesDequantizeAddRelu) {
+  Tensor x = RandomInts<uint8_t>({2, 3, 5, 7}, 0, 255, 8);
+  Tensor b = testing::RandomFloat({2, 3, 5, 7}, -2.f, 2.f, 9);
+  const float s = 0.0123f;
+  const int zp = 117;
+  for (bool relu : {false, true}) {
+    std::map<std::string, Attribute> attrs;
+    if (relu) attrs["activation"] = testing::AttrString("Relu");
+    auto r = RunNode("DequantizeAdd", attrs,
+                     {x, Tensor::Scalar<float>(s), Tensor::Scalar<uint8_t>(zp), b}, 1, 13, {1, 2},
+                     "ai.inferd");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    Tensor want = Tensor::Allocate(DataType::kFloat32, x.shape());
+    for (int64_t i = 0; i < x.NumElements(); ++i) {
+      float v = static_cast<float>(x.data<uint8_t>()[i] - zp) * s + b.data<float>()[i];
+      want.data<float>()[i] = relu ? std::max(0.f, v) : v;
+    }
+    ExpectTensorNear((*r)[0], want, 0, 0);
+  }
+  // Shape mismatch, wrong zero-point type, unknown activation: errors, no crash.
+  EXPECT_FALSE(RunNode("DequantizeAdd", {},
+                       {x, Tensor::Scalar<float>(s), Tensor::Scalar<uint8_t>(zp),
+                        testing::RandomFloat({2, 3, 5})},
+                       1, 13, {}, "ai.inferd").ok());
+  EXPECT_FALSE(RunNode("DequantizeAdd", {},
+                       {x, Tensor::Scalar<float>(s), Tensor::Scalar<int8_t>(1), b}, 1, 13, {},
+                       "ai.inferd").ok());
+  EXPECT_FALSE(RunNode("DequantizeAdd", {{"activation", testing::AttrString("Tanh")}},
+                       {x, Tensor::Scalar<float>(s), Tensor::Scalar<uint8_t>(zp), b}, 1, 13, {},
+                       "ai.inferd").ok());
+}
+
 }  // namespace
 }  // namespace inferd

@@ -59,4 +59,6 @@ void QGemmInt32(const int32_t* a, const int32_t* b, int64_t m, int64_t n, int64_
 namespace inferd::cpu {
 // ConvInteger and QLinearConv (quant_conv.cc); called by RegisterQuantizationKernels.
 void RegisterQuantConvKernels(KernelRegistry& r);
+// ai.inferd.DequantizeAdd (quant_add.cc); called by RegisterQuantizationKernels.
+void RegisterQuantAddKernels(KernelRegistry& r);
 }  // namespace inferd::cpu

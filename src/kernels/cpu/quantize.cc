@@ -419,6 +419,7 @@ void RegisterQuantizationKernels(KernelRegistry& r) {
   r.Add("QLinearMatMul", 10, kOpsetMax, {DataType::kUInt8, DataType::kInt8},
         MakeKernel<QLinearMatMulKernel>());
   RegisterQuantConvKernels(r);
+  RegisterQuantAddKernels(r);
 }
 
 }  // namespace inferd::cpu
