@@ -29,7 +29,7 @@ struct SessionOptions {
   int num_threads = 0;
   ImportOptions import;
   // Graph optimizations applied before the model is planned (see src/optimizer/pipeline.h).
-  OptimizationLevel optimization_level = OptimizationLevel::kBasic;
+  OptimizationLevel optimization_level = OptimizationLevel::kAll;
 };
 
 class Session {

@@ -28,7 +28,7 @@ struct BenchOptions {
   int threads = 0;                        // 0 = all cores
   int iterations = 10;
   int warmup = 2;
-  std::string level = "basic";  // optimization level (none, basic, extended, all)
+  std::string level = "all";  // optimization level (none, basic, extended, all)
   bool json = false;
   bool profile = false;
   uint64_t seed = 1;

@@ -72,7 +72,7 @@ int Main(int argc, char** argv) {
   optimize_cmd->add_option("--output,-o", optimize_out, "Where to write the optimized model")
       ->required();
   optimize_cmd->add_option("--level,-l", optimize.level,
-                           "Optimization level: none, basic, extended or all (default basic)");
+                           "Optimization level: none, basic, extended or all (default all)");
   optimize_cmd->add_flag("--report", optimize.report,
                          "Print each pass and how many times it fired");
 

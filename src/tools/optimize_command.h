@@ -13,7 +13,7 @@ namespace inferd::tools {
 struct OptimizeOptions {
   std::filesystem::path input;
   std::filesystem::path output;
-  std::string level = "basic";  // none | basic | extended | all
+  std::string level = "all";  // none | basic | extended | all
   bool report = false;          // print each pass and how many times it fired
 };
 
