@@ -91,11 +91,4 @@ Status ConvertFloatPrecision(Model& model, const QuantizeOptions& options, Quant
   return g.TopologicalSort();
 }
 
-Status QuantizeInt4Weights(Model& model, const QuantizeOptions& options, QuantizeReport* report) {
-  (void)model;
-  (void)options;
-  (void)report;
-  return Unimplemented("int4 weight-only quantization is not implemented yet");
-}
-
 }  // namespace inferd::quantize

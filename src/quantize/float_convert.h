@@ -1,5 +1,4 @@
-// FP16 / BF16 weight storage and INT4 weight-only quantization (the non-INT8 precisions of
-// `inferd quantize`).
+// FP16 / BF16 weight storage (`inferd quantize --precision fp16|bf16`).
 //
 // FP16 and BF16 store the float32 weights of Conv, ConvTranspose, MatMul, Gemm and Gather tables
 // in 16 bits (half the size) with a Cast back to float32 in front of each reader, so the model
@@ -16,8 +15,5 @@ namespace inferd::quantize {
 
 // options.precision must be kFp16 or kBf16.
 Status ConvertFloatPrecision(Model& model, const QuantizeOptions& options, QuantizeReport* report);
-
-// INT4 block-wise weight-only quantization (not implemented yet: UNIMPLEMENTED).
-Status QuantizeInt4Weights(Model& model, const QuantizeOptions& options, QuantizeReport* report);
 
 }  // namespace inferd::quantize

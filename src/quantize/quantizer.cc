@@ -11,6 +11,7 @@
 #include "optimizer/pipeline.h"
 #include "quantize/dynamic_int8.h"
 #include "quantize/float_convert.h"
+#include "quantize/int4_weights.h"
 #include "quantize/model_util.h"
 
 namespace inferd::quantize {

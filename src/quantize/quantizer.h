@@ -45,10 +45,11 @@ struct QuantizeOptions {
   // INT8: quantize MatMul/Gemm activations at run time instead (dynamic_int8.h); no calibration.
   bool dynamic = false;
   CalibrationMethod method = CalibrationMethod::kMinMax;
-  double percentile = 99.99;  // for kPercentile, in percent
-  bool per_channel = true;    // weights per output channel (needs opset >= 13), else per tensor
-  int64_t samples = 500;      // calibration samples used (0: all)
-  int64_t batch_size = 32;    // calibration batch size (a fixed model batch dimension wins)
+  double percentile = 99.99;     // for kPercentile, in percent
+  int64_t int4_block_size = 32;  // int4: values per scale block (32, 64 or 128)
+  bool per_channel = true;       // weights per output channel (needs opset >= 13), else per tensor
+  int64_t samples = 500;         // calibration samples used (0: all)
+  int64_t batch_size = 32;       // calibration batch size (a fixed model batch dimension wins)
   std::vector<std::string> exclude;  // node names left in float
   int num_threads = 0;               // for calibration runs; 0: all cores
   // Whether to compute the per-layer report (runs the FP32 and the quantized model on up to

@@ -11,6 +11,7 @@
 #include "common/npy.h"
 #include "optimizer/pipeline.h"
 #include "quantize/calibration.h"
+#include "quantize/int4_weights.h"
 #include "quantize/model_util.h"
 #include "runtime/session.h"
 #include "runtime/test_util.h"
@@ -325,7 +326,57 @@ TEST_F(QuantizeModelTest, BadCalibrationDataFails) {
   EXPECT_EQ(QuantizeModel(m, o, nullptr).code(), StatusCode::kInvalidArgument);
   m = SmallCnn();
   o.precision = Precision::kInt4;
-  EXPECT_FALSE(QuantizeModel(m, o, nullptr).ok());
+  o.int4_block_size = 48;  // not 32/64/128
+  EXPECT_EQ(QuantizeModel(m, o, nullptr).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Int4Test, PackRoundTrip) {
+  Tensor w = RandomFloat({3, 70}, -1.f, 1.f, 3);  // 70: a partial last block and an odd count
+  Tensor packed, scales;
+  PackInt4(w, 32, &packed, &scales);
+  EXPECT_EQ(packed.shape(), (Shape{3, 35}));
+  EXPECT_EQ(scales.shape(), (Shape{3, 3}));
+  for (int64_t r = 0; r < 3; ++r) {
+    for (int64_t i = 0; i < 70; ++i) {
+      uint8_t b = packed.data<uint8_t>()[r * 35 + i / 2];
+      int nib = (i & 1) ? (b >> 4) : (b & 15);
+      float s = scales.data<float>()[r * 3 + i / 32];
+      EXPECT_NEAR((nib - 8) * s, w.data<float>()[r * 70 + i], s / 2 + 1e-6);
+    }
+  }
+}
+
+TEST_F(QuantizeModelTest, Int4WeightsMatMulGemmGather) {
+  // SmallMlp plus an embedding Gather in front.
+  Model m = SmallMlp();
+  Graph& g = m.graph;
+  g.inputs[0].name = "ids";
+  g.inputs[0].dtype = DataType::kInt64;
+  g.initializers["table"] = RandomFloat({50, 32}, -1.f, 1.f, 12);
+  auto gather = std::make_unique<Node>();
+  gather->op_type = "Gather";
+  gather->name = "embed";
+  gather->inputs = {"table", "ids"};
+  gather->outputs = {"x"};
+  g.nodes.insert(g.nodes.begin(), std::move(gather));
+  Tensor ids = Tensor::Allocate(DataType::kInt64, {3, 5});
+  for (int64_t i = 0; i < 15; ++i) ids.data<int64_t>()[i] = (i * 7) % 50;
+  Model fp32 = CloneModel(m);
+  Tensor ref = Run(std::move(fp32), ids, OptimizationLevel::kBasic);
+  QuantizeOptions o;
+  o.precision = Precision::kInt4;
+  QuantizeReport report;
+  Status st = QuantizeModel(m, o, &report);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(report.layers.size(), 4u);  // embed, fc1, fc2, fc3
+  int int4_ops = 0;
+  for (const auto& n : m.graph.nodes) int4_ops += n->domain == "ai.inferd";
+  EXPECT_EQ(int4_ops, 4);
+  EXPECT_LT(report.bytes_after, report.bytes_before / 4);
+  for (const auto& l : report.layers) EXPECT_GT(l.weight_sqnr_db, 15) << l.node;
+  Tensor got = Run(std::move(m), ids, OptimizationLevel::kBasic);
+  ASSERT_TRUE(got.defined());
+  EXPECT_GT(Sqnr(ref, got), 12.0);
 }
 
 }  // namespace

@@ -39,6 +39,7 @@ CLI::App* AddQuantizeSubcommand(CLI::App& app, QuantizeCommandOptions* o) {
   cmd->add_option("--accuracy-metric", o->accuracy_metric, "sqnr (default) or top1");
   cmd->add_option("--validation", o->validation,
                   "Data for --report/--accuracy-target (calibration layout; default: calibration)");
+  cmd->add_option("--block-size", o->block_size, "int4: values per scale block (32, 64, 128)");
   cmd->add_option("--threads,-t", o->threads, "Threads for calibration (0 = all cores)")
       ->check(CLI::Range(0, 4096));
   return cmd;
@@ -53,6 +54,7 @@ Status QuantizeModelCommand(const QuantizeCommandOptions& options, std::ostream&
   q.percentile = options.percentile;
   q.per_channel = !options.per_tensor;
   q.dynamic = options.dynamic;
+  q.int4_block_size = options.block_size;
   q.accuracy_target = options.accuracy_target;
   q.accuracy_metric = options.accuracy_metric;
   q.validation_dir = options.validation;

@@ -25,6 +25,7 @@ struct QuantizeCommandOptions {
   std::string exclude;           // comma-separated node names
   std::filesystem::path report;  // write the per-layer report here ("-": stdout)
   int threads = 0;
+  int64_t block_size = 32;     // --block-size for int4
   double accuracy_target = 0;  // --accuracy-target (0: off)
   std::string accuracy_metric = "sqnr";
   std::filesystem::path validation;  // --validation DIR

@@ -30,8 +30,9 @@ class DequantizeAddKernel final : public OpKernel {
     if (!x || !scale || !zp || !b) return InvalidArgument("DequantizeAdd needs 4 inputs");
     if (!IsQuantType(x->dtype()) || zp->dtype() != x->dtype() || zp->NumElements() != 1 ||
         scale->dtype() != DataType::kFloat32 || scale->NumElements() != 1) {
-      return InvalidArgument("DequantizeAdd: x must be uint8/int8 with a per-tensor zero point of "
-                             "its type and a float32 scale");
+      return InvalidArgument(
+          "DequantizeAdd: x must be uint8/int8 with a per-tensor zero point of "
+          "its type and a float32 scale");
     }
     if (b->dtype() != DataType::kFloat32 || b->shape() != x->shape()) {
       return InvalidArgument("DequantizeAdd: b must be float32 of shape {}, got {}",

@@ -167,13 +167,56 @@ TEST(DequantizeAddTest, MatchesDequantizeAddRelu) {
   EXPECT_FALSE(RunNode("DequantizeAdd", {},
                        {x, Tensor::Scalar<float>(s), Tensor::Scalar<uint8_t>(zp),
                         testing::RandomFloat({2, 3, 5})},
-                       1, 13, {}, "ai.inferd").ok());
+                       1, 13, {}, "ai.inferd")
+                   .ok());
   EXPECT_FALSE(RunNode("DequantizeAdd", {},
                        {x, Tensor::Scalar<float>(s), Tensor::Scalar<int8_t>(1), b}, 1, 13, {},
-                       "ai.inferd").ok());
+                       "ai.inferd")
+                   .ok());
   EXPECT_FALSE(RunNode("DequantizeAdd", {{"activation", testing::AttrString("Tanh")}},
                        {x, Tensor::Scalar<float>(s), Tensor::Scalar<uint8_t>(zp), b}, 1, 13, {},
-                       "ai.inferd").ok());
+                       "ai.inferd")
+                   .ok());
+}
+
+// MatMulInt4 / GatherInt4 against float math on the dequantized weights; bad packing fails.
+TEST(Int4KernelsTest, MatchDequantizedReference) {
+  const int64_t k = 40, n = 3, block = 32;
+  Tensor q = RandomInts<uint8_t>({n, k / 2}, 0, 255, 6);
+  Tensor s = testing::RandomFloat({n, 2}, 0.01f, 0.1f, 7);
+  Tensor a = testing::RandomFloat({2, 4, k}, -1.f, 1.f, 8);
+  auto deq = [&](int64_t r, int64_t i) {
+    uint8_t b = q.data<uint8_t>()[r * (k / 2) + i / 2];
+    return static_cast<float>(((i & 1) ? (b >> 4) : (b & 15)) - 8) *
+           s.data<float>()[r * 2 + i / block];
+  };
+  std::map<std::string, Attribute> attrs = {
+      {"K", AttrInt(k)}, {"N", AttrInt(n)}, {"block_size", AttrInt(block)}};
+  auto r = RunNode("MatMulInt4", attrs, {a, q, s}, 1, 13, {1, 2}, "ai.inferd");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  Tensor want = Tensor::Allocate(DataType::kFloat32, {2, 4, n});
+  for (int64_t m = 0; m < 8; ++m) {
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t i = 0; i < k; ++i) acc += a.data<float>()[m * k + i] * deq(j, i);
+      want.data<float>()[m * n + j] = static_cast<float>(acc);
+    }
+  }
+  ExpectTensorNear((*r)[0], want, 1e-4, 1e-4);
+  // Gather rows 2, 0 of the same table (D = 40).
+  Tensor idx = Tensor::FromVector<int64_t>({2, 0});
+  auto gr = RunNode("GatherInt4", {{"D", AttrInt(k)}, {"block_size", AttrInt(block)}}, {q, s, idx},
+                    1, 13, {0, 1}, "ai.inferd");
+  ASSERT_TRUE(gr.ok()) << gr.status().ToString();
+  for (int64_t i = 0; i < k; ++i) {
+    EXPECT_FLOAT_EQ((*gr)[0].data<float>()[i], deq(2, i));
+    EXPECT_FLOAT_EQ((*gr)[0].data<float>()[k + i], deq(0, i));
+  }
+  EXPECT_FALSE(RunNode("GatherInt4", {{"D", AttrInt(k)}, {"block_size", AttrInt(block)}},
+                       {q, s, Tensor::FromVector<int64_t>({3})}, 1, 13, {0, 1}, "ai.inferd")
+                   .ok());      // row out of range
+  attrs["K"] = AttrInt(k + 2);  // packing does not match K
+  EXPECT_FALSE(RunNode("MatMulInt4", attrs, {a, q, s}, 1, 13, {1, 2}, "ai.inferd").ok());
 }
 
 }  // namespace

@@ -61,4 +61,6 @@ namespace inferd::cpu {
 void RegisterQuantConvKernels(KernelRegistry& r);
 // ai.inferd.DequantizeAdd (quant_add.cc); called by RegisterQuantizationKernels.
 void RegisterQuantAddKernels(KernelRegistry& r);
+// ai.inferd.MatMulInt4 / GatherInt4 (quant_int4.cc); called by RegisterQuantizationKernels.
+void RegisterQuantInt4Kernels(KernelRegistry& r);
 }  // namespace inferd::cpu

@@ -420,6 +420,7 @@ void RegisterQuantizationKernels(KernelRegistry& r) {
         MakeKernel<QLinearMatMulKernel>());
   RegisterQuantConvKernels(r);
   RegisterQuantAddKernels(r);
+  RegisterQuantInt4Kernels(r);
 }
 
 }  // namespace inferd::cpu
