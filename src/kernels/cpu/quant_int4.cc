@@ -67,8 +67,9 @@ class MatMulInt4Kernel final : public OpKernel {
     Tensor* y = ctx.AllocateOutput(0, DataType::kFloat32, out);
     const int64_t m = a->NumElements() / k_;
     if (m == 0) return Status::Ok();
-    // Dequantize B into [K, N] (row-major) for the f32 matmul.
-    Tensor b = Tensor::Allocate(DataType::kFloat32, {k_, n_});
+    // Dequantize B as [N, K] (the packing order: sequential writes); oneDNN reads it as the K x N
+    // weights in "ba" layout.
+    Tensor b = Tensor::Allocate(DataType::kFloat32, {n_, k_});
     const uint8_t* q = ctx.Input(1)->data<uint8_t>();
     const float* sc = ctx.Input(2)->data<float>();
     const int64_t row_bytes = (k_ + 1) / 2, blocks = (k_ + block_ - 1) / block_;
@@ -76,9 +77,9 @@ class MatMulInt4Kernel final : public OpKernel {
     ParallelFor(n_, 16, [&](int64_t n0, int64_t n1) {
       for (int64_t n = n0; n < n1; ++n) {
         const uint8_t* row = q + n * row_bytes;
-        for (int64_t kk = 0; kk < k_; ++kk) {
-          bd[kk * n_ + n] = Nibble(row, kk) * sc[n * blocks + kk / block_];
-        }
+        float* dst = bd + n * k_;
+        for (int64_t kk = 0; kk < k_; ++kk)
+          dst[kk] = Nibble(row, kk) * sc[n * blocks + kk / block_];
       }
     });
     return DnnlTry(node, [&]() -> Status {
@@ -89,7 +90,7 @@ class MatMulInt4Kernel final : public OpKernel {
       const auto f32 = dnnl::memory::data_type::f32;
       const auto ab = dnnl::memory::format_tag::ab;
       dnnl::memory src(md({m, k_}, f32, ab), eng, const_cast<void*>(a->raw_data()));
-      dnnl::memory wei(md({k_, n_}, f32, ab), eng, b.raw_data());
+      dnnl::memory wei(md({k_, n_}, f32, dnnl::memory::format_tag::ba), eng, b.raw_data());
       dnnl::memory dst(md({m, n_}, f32, ab), eng, y->raw_data());
       prim->execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
       s.wait();
@@ -105,7 +106,8 @@ class MatMulInt4Kernel final : public OpKernel {
     using md = dnnl::memory::desc;
     const auto f32 = dnnl::memory::data_type::f32;
     const auto ab = dnnl::memory::format_tag::ab;
-    dnnl::matmul::desc d(md({m, k_}, f32, ab), md({k_, n_}, f32, ab), md({m, n_}, f32, ab));
+    dnnl::matmul::desc d(md({m, k_}, f32, ab), md({k_, n_}, f32, dnnl::memory::format_tag::ba),
+                         md({m, n_}, f32, ab));
     auto prim = std::make_shared<const dnnl::matmul>(dnnl::matmul::primitive_desc(d, DnnlEngine()));
     return prims_.emplace(m, prim).first->second;
   }
