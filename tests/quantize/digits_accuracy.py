@@ -5,6 +5,7 @@ Trains/exports the model once (cached in --data), quantizes it with each precisi
 quantized models with `inferd run` on the held-out digits and checks top-1 accuracy:
   int8 (500 calibration samples, each method)  within 0.5 points of FP32
   bf16 / fp16 weights                          within 0.2 points of FP32
+  int4 weights (the Gemms)                     within 0.5 points of FP32
 and, when ONNX Runtime (bench/node_modules/onnxruntime-node) is installed, that the INT8 QDQ file
 inferd writes runs in ONNX Runtime and agrees with inferd's outputs (top-1 agreement >= 99%,
 logits SQNR >= 30 dB). Prints a markdown table (used for docs/quantization.md).
@@ -61,7 +62,7 @@ def main():
     rows = [("fp32", "-", os.path.getsize(model), fp32_acc, 0.0, float("inf"))]
     failures = []
     variants = [("int8", "minmax"), ("int8", "percentile"), ("int8", "entropy"),
-                ("bf16", None), ("fp16", None)]
+                ("bf16", None), ("fp16", None), ("int4", None)]
     for precision, method in variants:
         tag = precision + ("_" + method if method else "")
         out_model = os.path.join(work, f"digits_{tag}.onnx")
@@ -75,7 +76,7 @@ def main():
         acc = float((got.argmax(1) == labels).mean() * 100)
         rows.append((precision, method or "-", os.path.getsize(out_model), acc, acc - fp32_acc,
                      sqnr(fp32, got)))
-        limit = 0.5 if precision == "int8" else 0.2
+        limit = 0.2 if precision in ("bf16", "fp16") else 0.5
         if fp32_acc - acc > limit:
             failures.append(f"{tag}: top-1 {acc:.2f}% vs FP32 {fp32_acc:.2f}% (limit {limit})")
         if precision == "int8" and method == "minmax":
