@@ -63,6 +63,21 @@ class WindowedKernel : public OpKernel {
     return Status::Ok();
   }
 
+  // X and W are present, X has rank 3 to 5 (N, C, spatial...) and W the same rank.
+  static Status CheckXW(const Node& node, const Tensor* x, const Tensor* w) {
+    if (!x || !w) return InvalidArgument("{}: X and W are required", node.Describe());
+    const Shape& xs = x->shape();
+    if (xs.size() < 3 || xs.size() > 5) {
+      return InvalidArgument("{}: X must have rank 3 to 5 (N, C, spatial...), got {}",
+                             node.Describe(), ShapeToString(xs));
+    }
+    if (w->rank() != x->rank()) {
+      return InvalidArgument("{}: W rank {} differs from X rank {}", node.Describe(), w->rank(),
+                             x->rank());
+    }
+    return Status::Ok();
+  }
+
   // Returns the cached plan for `key`, building it with `build` on a miss.
   template <typename Build>
   StatusOr<std::shared_ptr<const Plan>> GetPlan(const Shape& key, Build&& build) const {
@@ -118,17 +133,9 @@ class ConvKernel final : public WindowedKernel<ConvPlan> {
     const Node& node = ctx.node();
     const Tensor* x_in = ctx.Input(0);
     const Tensor* w_in = ctx.Input(1);
-    if (!x_in || !w_in) return InvalidArgument("{}: X and W are required", node.Describe());
+    RETURN_IF_ERROR(CheckXW(node, x_in, w_in));
     const Shape& xs = x_in->shape();
     const Shape& ws = w_in->shape();
-    if (xs.size() < 3 || xs.size() > 5) {
-      return InvalidArgument("{}: X must have rank 3 to 5 (N, C, spatial...), got {}",
-                             node.Describe(), ShapeToString(xs));
-    }
-    if (ws.size() != xs.size()) {
-      return InvalidArgument("{}: W rank {} differs from X rank {}", node.Describe(), ws.size(),
-                             xs.size());
-    }
     const int64_t n = xs[0], c = xs[1], m = ws[0];
     if (ws[1] * group_ != c) {
       return InvalidArgument("{}: X has {} channels but W expects {} x group {}", node.Describe(),
@@ -276,17 +283,9 @@ class ConvTransposeKernel final : public WindowedKernel<DeconvPlan> {
     const Node& node = ctx.node();
     const Tensor* x_in = ctx.Input(0);
     const Tensor* w_in = ctx.Input(1);
-    if (!x_in || !w_in) return InvalidArgument("{}: X and W are required", node.Describe());
+    RETURN_IF_ERROR(CheckXW(node, x_in, w_in));
     const Shape& xs = x_in->shape();
     const Shape& ws = w_in->shape();
-    if (xs.size() < 3 || xs.size() > 5) {
-      return InvalidArgument("{}: X must have rank 3 to 5 (N, C, spatial...), got {}",
-                             node.Describe(), ShapeToString(xs));
-    }
-    if (ws.size() != xs.size()) {
-      return InvalidArgument("{}: W rank {} differs from X rank {}", node.Describe(), ws.size(),
-                             xs.size());
-    }
     if (ws[0] != xs[1] || xs[1] % group_ != 0) {
       return InvalidArgument("{}: X has {} channels but W has {} input channels (group {})",
                              node.Describe(), xs[1], ws[0], group_);
