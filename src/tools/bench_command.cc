@@ -190,6 +190,7 @@ Status BenchCommand(const BenchOptions& options, std::ostream& out) {
   const MemoryPlanStats mem = ex.memory_stats();
   const double mib = 1024.0 * 1024.0;
   const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  const char* spin_count = std::getenv("GOMP_SPINCOUNT");
 
   // Per op type, sorted by total time.
   std::vector<std::pair<std::string, std::pair<double, int64_t>>> by_op;
@@ -237,8 +238,9 @@ Status BenchCommand(const BenchOptions& options, std::ostream& out) {
     return Status::Ok();
   }
   out << fmt::format("model      {}\ninputs     {}\n", options.model, shapes_text);
-  out << fmt::format("threads    {} (level {}, OMP_WAIT_POLICY={})\n", session->num_threads(),
-                     OptimizationLevelName(level), wait_policy ? wait_policy : "unset");
+  out << fmt::format("threads    {} (level {}, OMP_WAIT_POLICY={}, GOMP_SPINCOUNT={})\n",
+                     session->num_threads(), OptimizationLevelName(level),
+                     wait_policy ? wait_policy : "unset", spin_count ? spin_count : "unset");
   out << fmt::format(
       "latency    median {:.2f} ms, p90 {:.2f} ms, mean {:.2f} ms over {} runs "
       "({} warmup); CPU time {:.2f} ms per run\n",

@@ -136,7 +136,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  inferd::tools::EnsurePassiveOpenMpWait(argv);  // see thread_policy.h: no spinning by default
+  inferd::tools::EnsureBoundedOpenMpSpin(argv);  // see thread_policy.h: no spinning by default
   // No exception may escape (CLI11 and the standard library throw); report it as one line.
   try {
     return Main(argc, argv);

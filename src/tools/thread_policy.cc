@@ -6,9 +6,9 @@
 
 namespace inferd::tools {
 
-void EnsurePassiveOpenMpWait(char** argv) {
+void EnsureBoundedOpenMpSpin(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
-  if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
+  if (setenv("GOMP_SPINCOUNT", "10000", 1) != 0) return;
   execv("/proc/self/exe", argv);
   // exec failed (no /proc): carry on with libgomp's defaults; the variable set above stops any
   // child process from retrying.
