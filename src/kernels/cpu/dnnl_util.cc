@@ -1,5 +1,9 @@
 #include "kernels/cpu/dnnl_util.h"
 
+#include <cstdlib>
+#include <memory>
+#include <new>
+
 namespace inferd::cpu {
 
 dnnl::engine& DnnlEngine() {
@@ -21,5 +25,33 @@ dnnl::memory::data_type ToDnnl(DataType t) {
 }
 
 dnnl::memory::dims ToDims(const Shape& shape) { return dnnl::memory::dims(shape.begin(), shape.end()); }
+
+dnnl::primitive_attr UserScratchpad(dnnl::primitive_attr attr) {
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+void ExecutePrimitive(const dnnl::primitive& prim, dnnl::stream& s,
+                      std::unordered_map<int, dnnl::memory> args) {
+  const dnnl_memory_desc_t* md =
+      dnnl_primitive_desc_query_md(prim.get_primitive_desc(), dnnl_query_scratchpad_md, 0);
+  const size_t bytes = md != nullptr ? dnnl_memory_desc_get_size(md) : 0;
+  if (bytes > 0) {
+    struct Free {
+      void operator()(void* p) const { std::free(p); }
+    };
+    // Grows to the largest scratchpad this thread has needed; no allocation in steady state.
+    thread_local std::unique_ptr<void, Free> buffer;
+    thread_local size_t capacity = 0;
+    if (bytes > capacity) {
+      const size_t rounded = (bytes + 63) / 64 * 64;
+      buffer.reset(std::aligned_alloc(64, rounded));
+      if (!buffer) throw std::bad_alloc();
+      capacity = rounded;
+    }
+    args[DNNL_ARG_SCRATCHPAD] = dnnl::memory(dnnl::memory::desc(*md), DnnlEngine(), buffer.get());
+  }
+  prim.execute(s, args);
+}
 
 }  // namespace inferd::cpu

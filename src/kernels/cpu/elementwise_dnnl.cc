@@ -34,13 +34,13 @@ bool DnnlEltwise(EltwiseAlg alg, float alpha, float beta, const float* in, float
     dnnl::memory::desc md({n}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a);
     dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, ToAlgorithm(alg), md, alpha,
                                   beta);
-    dnnl::eltwise_forward::primitive_desc pd(d, eng);
+    dnnl::eltwise_forward::primitive_desc pd(d, UserScratchpad(), eng);
     // oneDNN's primitive cache makes re-creating the primitive for a seen size cheap.
     dnnl::eltwise_forward prim(pd);
     dnnl::memory src(md, eng, const_cast<float*>(in));
     dnnl::memory dst(md, eng, out);
     dnnl::stream s(eng);
-    prim.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+    ExecutePrimitive(prim, s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
     s.wait();
     return true;
   } catch (const dnnl::error&) {

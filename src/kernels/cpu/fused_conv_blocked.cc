@@ -119,7 +119,7 @@ class BlockedConvKernel final : public OpKernel {
     if (b_.defined()) {
       args[DNNL_ARG_BIAS] = memory(PlainDesc({m}), eng, const_cast<void*>(b_.raw_data()));
     }
-    plan->prim.execute(s, args);
+    ExecutePrimitive(plan->prim, s, args);
     if (dst != out) dnnl::reorder(dst, out).execute(s, dst, out);
     s.wait();
     return Status::Ok();
@@ -160,7 +160,7 @@ class BlockedConvKernel final : public OpKernel {
                                                       pl, pr);
     dnnl::primitive_attr attr;
     attr.set_post_ops(post_ops_);
-    dnnl::convolution_forward::primitive_desc pd(desc, attr, DnnlEngine());
+    dnnl::convolution_forward::primitive_desc pd(desc, UserScratchpad(attr), DnnlEngine());
     plan->prim = dnnl::convolution_forward(pd);
     plan->src_md = pd.src_desc();
     plan->dst_md = pd.dst_desc();

@@ -47,7 +47,7 @@ class GeluKernel final : public OpKernel {
       const dnnl::memory::desc md = PlainDesc({n});
       dnnl::engine& eng = DnnlEngine();
       dnnl::stream s(eng);
-      prim->execute(s, {{DNNL_ARG_SRC, dnnl::memory(md, eng, x.raw_data())},
+      ExecutePrimitive(*prim, s, {{DNNL_ARG_SRC, dnnl::memory(md, eng, x.raw_data())},
                         {DNNL_ARG_DST, dnnl::memory(md, eng, y.raw_data())}});
       s.wait();
     }
@@ -62,7 +62,7 @@ class GeluKernel final : public OpKernel {
     dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference, alg_, PlainDesc({n}), 0.f,
                                   0.f);
     auto prim = std::make_shared<const dnnl::eltwise_forward>(
-        dnnl::eltwise_forward::primitive_desc(d, DnnlEngine()));
+        dnnl::eltwise_forward::primitive_desc(d, UserScratchpad(), DnnlEngine()));
     return cache_.emplace(n, std::move(prim)).first->second;
   }
 

@@ -95,7 +95,7 @@ class FusedMatMulKernel final : public OpKernel {
       args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] =
           memory(plan->res_md, eng, const_cast<void*>(res->raw_data()));
     }
-    plan->prim.execute(s, args);
+    ExecutePrimitive(plan->prim, s, args);
     s.wait();
     return Status::Ok();
   }
@@ -129,7 +129,7 @@ class FusedMatMulKernel final : public OpKernel {
                                      : plan->user_weights_md;
     auto desc = has_bias_ ? dnnl::matmul::desc(plan->src_md, w_md, plan->bias_md, plan->dst_md)
                           : dnnl::matmul::desc(plan->src_md, w_md, plan->dst_md);
-    dnnl::matmul::primitive_desc pd(desc, attr, DnnlEngine());
+    dnnl::matmul::primitive_desc pd(desc, UserScratchpad(attr), DnnlEngine());
     plan->prim = dnnl::matmul(pd);
     plan->weights_md = pd.weights_desc();
     if (packed) {

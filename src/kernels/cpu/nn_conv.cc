@@ -200,7 +200,7 @@ class ConvKernel final : public WindowedKernel<ConvPlan> {
         std::memcpy(y.raw_data(), z->raw_data(), z->NumElements() * sizeof(float));
       }
     }
-    plan->prim.execute(s, args);
+    ExecutePrimitive(plan->prim, s, args);
     if (dst != user_dst) dnnl::reorder(dst, user_dst).execute(s, dst, user_dst);
     s.wait();
     if (dtype != DataType::kFloat32) SetOutputFromFloat32(ctx, 0, dtype, y);
@@ -237,7 +237,7 @@ class ConvKernel final : public WindowedKernel<ConvPlan> {
                                                           strides, dil, pl, pr);
     dnnl::primitive_attr attr;
     attr.set_post_ops(post_ops_);
-    dnnl::convolution_forward::primitive_desc pd(desc, attr, DnnlEngine());
+    dnnl::convolution_forward::primitive_desc pd(desc, UserScratchpad(attr), DnnlEngine());
     plan->prim = dnnl::convolution_forward(pd);
     plan->src_md = pd.src_desc();
     plan->weights_md = pd.weights_desc();
@@ -326,7 +326,7 @@ class ConvTransposeKernel final : public WindowedKernel<DeconvPlan> {
     std::unordered_map<int, memory> args{
         {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
     if (b_in && !plan->crop) args[DNNL_ARG_BIAS] = memory(PlainDesc({m}), eng, b.raw_data());
-    plan->prim.execute(s, args);
+    ExecutePrimitive(plan->prim, s, args);
     if (dst != user_dst) dnnl::reorder(dst, user_dst).execute(s, dst, user_dst);
     s.wait();
     if (plan->crop) Crop(*plan, full, b_in ? b.data<float>() : nullptr, &y);
@@ -468,7 +468,7 @@ class ConvTransposeKernel final : public WindowedKernel<DeconvPlan> {
                                                             st, dil, pl, pr);
     dnnl::primitive_attr attr;
     if (!plan->crop) attr.set_post_ops(post_ops_);
-    dnnl::deconvolution_forward::primitive_desc pd(desc, attr, DnnlEngine());
+    dnnl::deconvolution_forward::primitive_desc pd(desc, UserScratchpad(attr), DnnlEngine());
     plan->prim = dnnl::deconvolution_forward(pd);
     plan->src_md = pd.src_desc();
     plan->weights_md = pd.weights_desc();

@@ -66,7 +66,7 @@ std::shared_ptr<const MatMulPlan> MakePlan(const memory::desc& src_md,
   if (bias_md) plan->bias_md = *bias_md;
   auto desc = bias_md ? dnnl::matmul::desc(src_md, w_md, *bias_md, dst_md)
                       : dnnl::matmul::desc(src_md, w_md, dst_md);
-  dnnl::matmul::primitive_desc pd(desc, attr, DnnlEngine());
+  dnnl::matmul::primitive_desc pd(desc, UserScratchpad(attr), DnnlEngine());
   plan->prim = dnnl::matmul(pd);
   plan->weights_md = pd.weights_desc();
   if (const_w) plan->weights = const_w->Get(user_weights_md, plan->weights_md);
@@ -82,7 +82,7 @@ void Execute(const MatMulPlan& plan, const void* a, const void* b, const void* b
                                        {DNNL_ARG_WEIGHTS, weights},
                                        {DNNL_ARG_DST, memory(plan.dst_md, eng, y)}};
   if (bias) args[DNNL_ARG_BIAS] = memory(plan.bias_md, eng, const_cast<void*>(bias));
-  plan.prim.execute(s, args);
+  ExecutePrimitive(plan.prim, s, args);
   s.wait();
 }
 

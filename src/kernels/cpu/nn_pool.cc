@@ -202,7 +202,7 @@ class PoolKernel final : public OpKernel {
       dnnl::stream s(eng);
       memory src(plan->src_md, eng, const_cast<void*>(x->raw_data()));
       memory dst(plan->dst_md, eng, y->raw_data());
-      plan->prim.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+      ExecutePrimitive(plan->prim, s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
       s.wait();
       return Status::Ok();
     }
@@ -248,7 +248,7 @@ class PoolKernel final : public OpKernel {
                                         plan->dst_md, ToDims(g.strides), ToDims(g.kernel),
                                         DnnlDilations(g.dilations), ToDims(g.pad_begin),
                                         ToDims(g.pad_end));
-    dnnl::pooling_v2_forward::primitive_desc pd(desc, DnnlEngine());
+    dnnl::pooling_v2_forward::primitive_desc pd(desc, UserScratchpad(), DnnlEngine());
     plan->prim = dnnl::pooling_v2_forward(pd);
     std::lock_guard<std::mutex> lock(mu_);
     return cache_.emplace(xs, std::move(plan)).first->second;

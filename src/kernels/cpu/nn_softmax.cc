@@ -112,7 +112,7 @@ class SoftmaxKernel final : public OpKernel {
     ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, GetPlan({outer, len, inner}));
     dnnl::engine& eng = DnnlEngine();
     dnnl::stream s(eng);
-    plan->prim.execute(s, {{DNNL_ARG_SRC, memory(plan->md, eng, xf.raw_data())},
+    ExecutePrimitive(plan->prim, s, {{DNNL_ARG_SRC, memory(plan->md, eng, xf.raw_data())},
                            {DNNL_ARG_DST, memory(plan->md, eng, y.raw_data())}});
     s.wait();
     if (dtype != DataType::kFloat32) SetOutputFromFloat32(ctx, 0, dtype, y);
@@ -129,10 +129,10 @@ class SoftmaxKernel final : public OpKernel {
     plan->md = PlainDesc(ToDims(key));
     const auto prop = dnnl::prop_kind::forward_inference;
     if (kind_ == SoftmaxKind::kSoftmax) {
-      dnnl::softmax_forward::primitive_desc pd({prop, plan->md, 1}, DnnlEngine());
+      dnnl::softmax_forward::primitive_desc pd({prop, plan->md, 1}, UserScratchpad(), DnnlEngine());
       plan->prim = dnnl::softmax_forward(pd);
     } else {
-      dnnl::logsoftmax_forward::primitive_desc pd({prop, plan->md, 1}, DnnlEngine());
+      dnnl::logsoftmax_forward::primitive_desc pd({prop, plan->md, 1}, UserScratchpad(), DnnlEngine());
       plan->prim = dnnl::logsoftmax_forward(pd);
     }
     std::lock_guard<std::mutex> lock(mu_);

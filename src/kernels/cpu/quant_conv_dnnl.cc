@@ -89,7 +89,7 @@ StatusOr<std::shared_ptr<const DnnlQConv::Plan>> DnnlQConv::GetPlan(const Node& 
   if (p_.x_zero_point != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
   if (p_.y_zero_point != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
   dnnl::engine& eng = DnnlEngine();
-  dnnl::convolution_forward::primitive_desc pd(desc, attr, eng);
+  dnnl::convolution_forward::primitive_desc pd(desc, UserScratchpad(attr), eng);
   plan->prim = dnnl::convolution_forward(pd);
   plan->src_md = pd.src_desc();
   plan->dst_md = pd.dst_desc();
@@ -134,7 +134,7 @@ Status DnnlQConv::Run(const Node& node, const Tensor& x, Tensor* y) const {
     if (plan->bias) args[DNNL_ARG_BIAS] = plan->bias;
     if (plan->src_zp) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = plan->src_zp;
     if (plan->dst_zp) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST] = plan->dst_zp;
-    plan->prim.execute(s, args);
+    ExecutePrimitive(plan->prim, s, args);
     if (dst != user_dst) dnnl::reorder(dst, user_dst).execute(s, dst, user_dst);
     s.wait();
     return Status::Ok();

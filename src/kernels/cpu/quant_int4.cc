@@ -92,7 +92,7 @@ class MatMulInt4Kernel final : public OpKernel {
       dnnl::memory src(md({m, k_}, f32, ab), eng, const_cast<void*>(a->raw_data()));
       dnnl::memory wei(md({k_, n_}, f32, dnnl::memory::format_tag::ba), eng, b.raw_data());
       dnnl::memory dst(md({m, n_}, f32, ab), eng, y->raw_data());
-      prim->execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
+      ExecutePrimitive(*prim, s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
       s.wait();
       return Status::Ok();
     });
@@ -108,7 +108,7 @@ class MatMulInt4Kernel final : public OpKernel {
     const auto ab = dnnl::memory::format_tag::ab;
     dnnl::matmul::desc d(md({m, k_}, f32, ab), md({k_, n_}, f32, dnnl::memory::format_tag::ba),
                          md({m, n_}, f32, ab));
-    auto prim = std::make_shared<const dnnl::matmul>(dnnl::matmul::primitive_desc(d, DnnlEngine()));
+    auto prim = std::make_shared<const dnnl::matmul>(dnnl::matmul::primitive_desc(d, UserScratchpad(), DnnlEngine()));
     return prims_.emplace(m, prim).first->second;
   }
 

@@ -40,7 +40,7 @@ StatusOr<std::shared_ptr<const DnnlQMatMul::Plan>> DnnlQMatMul::GetPlan(int64_t 
   attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
   dnnl::engine& eng = DnnlEngine();
   dnnl::matmul::desc desc(plan->src_md, w_any, plan->dst_md);
-  dnnl::matmul::primitive_desc pd(desc, attr, eng);
+  dnnl::matmul::primitive_desc pd(desc, UserScratchpad(attr), eng);
   plan->prim = dnnl::matmul(pd);
   memory user_w(memory::desc({kk, nn}, memory::data_type::s8, tag::ab), eng,
                 const_cast<void*>(b_.raw_data()));
@@ -63,7 +63,7 @@ Status DnnlQMatMul::Run(const Node& node, const Tensor& a, int32_t a_zero_point,
     memory dst(plan->dst_md, eng, y->raw_data());
     memory zp(memory::desc({1}, memory::data_type::s32, tag::a), eng);
     *static_cast<int32_t*>(zp.get_data_handle()) = a_zero_point;
-    plan->prim.execute(s, {{DNNL_ARG_SRC, src},
+    ExecutePrimitive(plan->prim, s, {{DNNL_ARG_SRC, src},
                            {DNNL_ARG_WEIGHTS, plan->weights},
                            {DNNL_ARG_DST, dst},
                            {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zp}});
