@@ -144,10 +144,11 @@ Model ConvMatMulModel() {
   return m;
 }
 
-std::unique_ptr<Session> MakeSession(Model model) {
+std::unique_ptr<Session> MakeSession(Model model,
+                                     OptimizationLevel level = OptimizationLevel::kNone) {
   SessionOptions opts;
   opts.num_threads = 2;
-  opts.optimization_level = OptimizationLevel::kNone;
+  opts.optimization_level = level;
   auto s = Session::Create(std::move(model), opts);
   EXPECT_TRUE(s.ok()) << s.status().ToString();
   return s.ok() ? std::move(s).value() : nullptr;
@@ -193,8 +194,12 @@ TEST(MemoryPlannerTest, NewShapesGetTheirOwnPlansAndStayCorrect) {
   }
 }
 
-TEST(MemoryPlannerTest, ConcurrentPlannedRunsAgree) {
-  auto session = MakeSession(ConvMatMulModel());
+// Concurrent runs of one session, with plain kernels (level none) and with the fused and
+// blocked-layout ones (level all): cached oneDNN primitives must be safe to run from several threads.
+class ConcurrentRunsTest : public ::testing::TestWithParam<OptimizationLevel> {};
+
+TEST_P(ConcurrentRunsTest, PlannedRunsAgree) {
+  auto session = MakeSession(ConvMatMulModel(), GetParam());
   ASSERT_TRUE(session);
   Tensor x = RandomFloat({3, 3, 16, 16}, -1, 1, 5);
   std::vector<Tensor> ref;
@@ -215,6 +220,9 @@ TEST(MemoryPlannerTest, ConcurrentPlannedRunsAgree) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Levels, ConcurrentRunsTest,
+                         ::testing::Values(OptimizationLevel::kNone, OptimizationLevel::kAll));
 
 }  // namespace
 }  // namespace inferd
