@@ -78,6 +78,21 @@ class WindowedKernel : public OpKernel {
     return Status::Ok();
   }
 
+  // X and W in the layouts the plan's primitive wants, reordered into per-thread scratch where
+  // they differ. A non-constant W is first converted to float32 into *w_storage.
+  static void SourceAndWeights(const Plan& plan, Tensor& x, const Tensor& w_in, dnnl::stream& s,
+                               memory* src, memory* weights, Tensor* w_storage) {
+    dnnl::engine& eng = DnnlEngine();
+    *src = ReorderIfNeeded(memory(plan.user_src_md, eng, x.raw_data()), plan.src_md, s,
+                           kScratchSrc);
+    *weights = plan.weights;
+    if (!*weights) {
+      *w_storage = ToFloat32(w_in);
+      *weights = ReorderIfNeeded(memory(plan.user_weights_md, eng, w_storage->raw_data()),
+                                 plan.weights_md, s, kScratchWeights);
+    }
+  }
+
   // Returns the cached plan for `key`, building it with `build` on a miss.
   template <typename Build>
   StatusOr<std::shared_ptr<const Plan>> GetPlan(const Shape& key, Build&& build) const {
@@ -174,14 +189,9 @@ class ConvKernel final : public WindowedKernel<ConvPlan> {
                                            : Tensor::Allocate(DataType::kFloat32, plan->out_shape);
     dnnl::engine& eng = DnnlEngine();
     dnnl::stream s(eng);
-    memory src = ReorderIfNeeded(memory(plan->user_src_md, eng, x.raw_data()), plan->src_md, s, kScratchSrc);
-    memory weights = plan->weights;
+    memory src, weights;
     Tensor w;
-    if (!weights) {
-      w = ToFloat32(*w_in);
-      weights = ReorderIfNeeded(memory(plan->user_weights_md, eng, w.raw_data()),
-                                plan->weights_md, s, kScratchWeights);
-    }
+    SourceAndWeights(*plan, x, *w_in, s, &src, &weights, &w);
     memory user_dst(plan->user_dst_md, eng, y.raw_data());
     memory dst =
         plan->dst_md == plan->user_dst_md ? user_dst : ScratchMemory(plan->dst_md, kScratchDst);
@@ -312,14 +322,9 @@ class ConvTransposeKernel final : public WindowedKernel<DeconvPlan> {
     Tensor full = plan->crop ? Tensor::Allocate(DataType::kFloat32, plan->prim_shape) : y;
     dnnl::engine& eng = DnnlEngine();
     dnnl::stream s(eng);
-    memory src = ReorderIfNeeded(memory(plan->user_src_md, eng, x.raw_data()), plan->src_md, s, kScratchSrc);
-    memory weights = plan->weights;
+    memory src, weights;
     Tensor w;
-    if (!weights) {
-      w = ToFloat32(*w_in);
-      weights = ReorderIfNeeded(memory(plan->user_weights_md, eng, w.raw_data()),
-                                plan->weights_md, s, kScratchWeights);
-    }
+    SourceAndWeights(*plan, x, *w_in, s, &src, &weights, &w);
     memory user_dst(plan->prim_dst_md, eng, full.raw_data());
     memory dst =
         plan->dst_md == plan->prim_dst_md ? user_dst : ScratchMemory(plan->dst_md, kScratchDst);
