@@ -50,14 +50,15 @@ class BlockedConvKernel final : public OpKernel {
       return InvalidArgument("{}: needs group > 0 and a constant float32 4-D W",
                              node.Describe());
     }
-    w_ = w->Clone();
+    w_shape_ = w->shape();
+    w_.Reset(*w);
     if (node.HasInput(2)) {
       const Tensor* b = info.ConstantInput(2);
-      if (b == nullptr || b->dtype() != DataType::kFloat32 || b->NumElements() != w_.dim(0)) {
+      if (b == nullptr || b->dtype() != DataType::kFloat32 || b->NumElements() != w_shape_[0]) {
         return InvalidArgument("{}: B must be a constant float32 [{}]", node.Describe(),
-                               w_.dim(0));
+                               w_shape_[0]);
       }
-      b_ = b->Clone();
+      b_ = b->owns_data() ? *b : b->Clone();  // initializers are immutable: share them
     }
     return Status::Ok();
   }
@@ -71,7 +72,7 @@ class BlockedConvKernel final : public OpKernel {
     const Node& node = ctx.node();
     const Tensor* x = ctx.Input(0);
     const Tensor* z = has_sum_ ? ctx.Input(3) : nullptr;
-    const int64_t c = w_.dim(1) * group_, m = w_.dim(0);
+    const int64_t c = w_shape_[1] * group_, m = w_shape_[0];
     if (!x || x->dtype() != DataType::kFloat32 || x->rank() != 4 ||
         x->dim(1) != (x_blocked_ ? RoundUp(c) : c)) {
       return InvalidArgument("{}: X must be float32 [N, {}, H, W]{}", node.Describe(),
@@ -131,14 +132,14 @@ class BlockedConvKernel final : public OpKernel {
       auto it = cache_.find(xs);
       if (it != cache_.end()) return it->second;
     }
-    const std::vector<int64_t> in = {xs[2], xs[3]}, kernel = {w_.dim(2), w_.dim(3)};
+    const std::vector<int64_t> in = {xs[2], xs[3]}, kernel = {w_shape_[2], w_shape_[3]};
     ASSIGN_OR_RETURN(WindowGeometry g, ResolveWindow(attrs_, in, kernel, node.Describe()));
     auto plan = std::make_shared<Plan>();
-    const int64_t m = w_.dim(0);
+    const int64_t m = w_shape_[0];
     plan->out_logical = {xs[0], m, g.out[0], g.out[1]};
     const auto f32 = memory::data_type::f32;
-    memory::dims wdims = ToDims(w_.shape());
-    if (group_ > 1) wdims = {group_, m / group_, w_.dim(1), w_.dim(2), w_.dim(3)};
+    memory::dims wdims = ToDims(w_shape_);
+    if (group_ > 1) wdims = {group_, m / group_, w_shape_[1], w_shape_[2], w_shape_[3]};
     plan->given_src_md = x_blocked_ ? memory::desc(ToDims(xs), f32, tag::nChw16c)
                                     : PlainDesc(ToDims(xs));
     plan->out_dst_md = y_blocked_ ? memory::desc(ToDims(plan->out_logical), f32, tag::nChw16c)
@@ -164,11 +165,7 @@ class BlockedConvKernel final : public OpKernel {
     plan->prim = dnnl::convolution_forward(pd);
     plan->src_md = pd.src_desc();
     plan->dst_md = pd.dst_desc();
-    dnnl::stream s(DnnlEngine());
-    memory user_w(PlainDesc(wdims), DnnlEngine(), const_cast<void*>(w_.raw_data()));
-    plan->weights = memory(pd.weights_desc(), DnnlEngine());
-    dnnl::reorder(user_w, plan->weights).execute(s, user_w, plan->weights);
-    s.wait();
+    plan->weights = w_.Get(PlainDesc(wdims), pd.weights_desc());
     std::lock_guard<std::mutex> lock(mu_);
     return cache_.emplace(xs, std::move(plan)).first->second;
   }
@@ -177,7 +174,9 @@ class BlockedConvKernel final : public OpKernel {
   int64_t group_ = 1;
   bool x_blocked_ = false, z_blocked_ = false, y_blocked_ = false, has_sum_ = false;
   dnnl::post_ops post_ops_;
-  Tensor w_, b_;
+  Shape w_shape_;
+  PackedWeights w_;  // one packed copy per layout, shared by every shape's plan
+  Tensor b_;
   mutable std::mutex mu_;
   mutable std::map<Shape, std::shared_ptr<const Plan>> cache_;  // guarded by mu_
 };

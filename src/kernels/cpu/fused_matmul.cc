@@ -36,7 +36,7 @@ class FusedMatMulKernel final : public OpKernel {
       if (b->dtype() != DataType::kFloat32) {
         return InvalidArgument("{}: B must be float32", node.Describe());
       }
-      const_b_ = b->Clone();
+      const_b_.Reset(*b);
     }
     return Status::Ok();
   }
@@ -132,20 +132,14 @@ class FusedMatMulKernel final : public OpKernel {
     dnnl::matmul::primitive_desc pd(desc, UserScratchpad(attr), DnnlEngine());
     plan->prim = dnnl::matmul(pd);
     plan->weights_md = pd.weights_desc();
-    if (packed) {
-      dnnl::stream s(DnnlEngine());
-      memory user(plan->user_weights_md, DnnlEngine(), const_cast<void*>(const_b_.raw_data()));
-      plan->weights = memory(plan->weights_md, DnnlEngine());
-      dnnl::reorder(user, plan->weights).execute(s, user, plan->weights);
-      s.wait();
-    }
+    if (packed) plan->weights = const_b_.Get(plan->user_weights_md, plan->weights_md);
     std::lock_guard<std::mutex> lock(mu_);
     return cache_.emplace(key, std::move(plan)).first->second;
   }
 
   bool has_bias_ = false, has_res_ = false;
   dnnl::post_ops act_ops_;
-  Tensor const_b_;
+  PackedWeights const_b_;  // one packed copy per layout, shared by every shape's plan
   mutable std::mutex mu_;
   mutable std::map<Shape, std::shared_ptr<const Plan>> cache_;  // guarded by mu_
 };
