@@ -22,6 +22,7 @@ struct PlannedOut {
   // point into. Any other arena pointer in an output is unexpected and gets copied to the heap.
   int64_t alias_begin = -1;
   int64_t alias_end = -1;
+  bool in_place = false;  // shares the buffer of an input that dies at this step
 };
 
 enum class MemoryMode { kHeap, kRecord, kPlanned };
@@ -37,7 +38,7 @@ class Frame final : public ExecutionFrame {
     return parent_ ? parent_->Lookup(name) : nullptr;
   }
 
-  Tensor AllocateOutput(size_t i, DataType dtype, Shape shape) const override {
+  Tensor AllocateOutput(size_t i, DataType dtype, Shape shape, bool zero) const override {
     size_t bytes = SizeOf(dtype);
     bool valid = true;
     for (int64_t d : shape) {
@@ -46,9 +47,10 @@ class Frame final : public ExecutionFrame {
     }
     if (mode == MemoryMode::kPlanned && valid && bytes > 0 && i < planned_outs.size()) {
       const PlannedOut& po = planned_outs[i];
-      if (po.offset >= 0 && bytes <= po.bytes) {
+      // An in-place output shares its input's buffer: zero-filling it would destroy the input.
+      if (po.offset >= 0 && bytes <= po.bytes && !(zero && po.in_place)) {
         char* p = arena_base + po.offset;
-        std::memset(p, 0, bytes);  // AllocateOutput's contract: zero-initialised
+        if (zero) std::memset(p, 0, bytes);
         own[i] = p;
         return Tensor::View(dtype, std::move(shape), p);
       }
@@ -77,8 +79,16 @@ struct Recording {
     const char* ptr;
     size_t bytes;
     int first, last;
+    int root;  // itself, or the buffer whose storage this in-place output takes over
   };
   std::vector<Buffer> buffers;
+
+  // Buffer b must stay intact until step `last`; so must the storage it shares.
+  void Extend(int b, int last) {
+    buffers[b].last = std::max(buffers[b].last, last);
+    Buffer& r = buffers[buffers[b].root];
+    r.last = std::max(r.last, last);
+  }
   std::vector<std::vector<int>> own;    // [step][output] -> buffer or -1
   std::vector<std::vector<int>> alias;  // [step][output] -> buffer or -1
 
@@ -192,6 +202,10 @@ StatusOr<std::shared_ptr<GraphExecutor>> GraphExecutor::Create(
     step.kernel = std::move(kernel).value();
     for (const auto& in : node.inputs) step.inputs.push_back(in.empty() ? -1 : ex->SlotOf(in));
     for (const auto& out : node.outputs) step.outputs.push_back(out.empty() ? -1 : ex->SlotOf(out));
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      const int k = step.kernel->InPlaceInput(o);
+      step.inplace_input.push_back(k >= 0 && static_cast<size_t>(k) < step.inputs.size() ? k : -1);
+    }
     ex->steps_.push_back(std::move(step));
   }
   for (const ValueInfo& vi : graph.outputs) {
@@ -347,13 +361,33 @@ Status GraphExecutor::RunSteps(std::span<const Tensor> inputs, std::vector<Tenso
       if (rec && p != nullptr && out.ByteSize() > 0) {
         if (p == frame.own[o]) {
           if (slot_last_step_[slot] < static_cast<int>(steps_.size())) {  // not a graph output
-            rec->own[s][o] = static_cast<int>(rec->buffers.size());
+            const int b = static_cast<int>(rec->buffers.size());
+            rec->own[s][o] = b;
             rec->buffers.push_back({static_cast<const char*>(p), out.ByteSize(),
-                                    static_cast<int>(s), slot_last_step_[slot]});
+                                    static_cast<int>(s), slot_last_step_[slot], b});
+            // In place: the input's whole buffer (and all it shares) dies at this step.
+            if (const int k = step.inplace_input[o]; k >= 0 && in_ptrs[k] != nullptr) {
+              const int in_b = rec->Find(in_ptrs[k]->raw_data());
+              if (in_b >= 0 && in_b != b && rec->buffers[in_b].ptr == in_ptrs[k]->raw_data()) {
+                const int root = rec->buffers[in_b].root;
+                const Recording::Buffer& r = rec->buffers[root];
+                // No other input of this step may read that storage while the output is written.
+                bool shared = false;
+                for (size_t j = 0; j < in_ptrs.size(); ++j) {
+                  if (static_cast<int>(j) == k || in_ptrs[j] == nullptr) continue;
+                  const int jb = rec->Find(in_ptrs[j]->raw_data());
+                  if (jb >= 0 && rec->buffers[jb].root == root) shared = true;
+                }
+                if (!shared && r.last == static_cast<int>(s) && out.ByteSize() <= r.bytes) {
+                  rec->buffers[b].root = root;
+                  rec->Extend(b, slot_last_step_[slot]);
+                }
+              }
+            }
           }
         } else if (int b = rec->Find(p); b >= 0) {
           rec->alias[s][o] = b;
-          rec->buffers[b].last = std::max(rec->buffers[b].last, slot_last_step_[slot]);
+          rec->Extend(b, slot_last_step_[slot]);
         }
       }
       frame.values[slot] = std::move(out);
@@ -384,11 +418,20 @@ Status GraphExecutor::RunSteps(std::span<const Tensor> inputs, std::vector<Tenso
   }
 
   if (rec) {
-    // Plan the recorded buffers; aliases may point anywhere inside the buffer they view.
+    // Plan the recorded buffers; aliases may point anywhere inside the buffer they view. An
+    // in-place output has no request of its own: it lives at its root buffer's offset.
     std::vector<BufferRequest> requests;
-    requests.reserve(rec->buffers.size());
-    for (const auto& b : rec->buffers) requests.push_back({b.bytes, b.first, b.last});
+    std::vector<int> request_of(rec->buffers.size(), -1);
+    for (size_t b = 0; b < rec->buffers.size(); ++b) {
+      const auto& buf = rec->buffers[b];
+      if (buf.root != static_cast<int>(b)) continue;
+      request_of[b] = static_cast<int>(requests.size());
+      requests.push_back({buf.bytes, buf.first, buf.last});
+    }
     MemoryPlan mp = PlanMemory(requests, Arena::kAlignment);
+    auto offset_of = [&](int b) {
+      return static_cast<int64_t>(mp.offsets[request_of[rec->buffers[b].root]]);
+    };
     auto new_plan = std::make_shared<ExecutionPlan>();
     new_plan->outs.resize(steps_.size());
     for (size_t s = 0; s < steps_.size(); ++s) {
@@ -396,16 +439,17 @@ Status GraphExecutor::RunSteps(std::span<const Tensor> inputs, std::vector<Tenso
       for (size_t o = 0; o < steps_[s].outputs.size(); ++o) {
         PlannedOut& po = new_plan->outs[s][o];
         if (int b = rec->own[s][o]; b >= 0) {
-          po.offset = static_cast<int64_t>(mp.offsets[b]);
+          po.offset = offset_of(b);
           po.bytes = rec->buffers[b].bytes;
+          po.in_place = rec->buffers[b].root != b;
         }
         if (int b = rec->alias[s][o]; b >= 0) {
-          po.alias_begin = static_cast<int64_t>(mp.offsets[b]);
+          po.alias_begin = offset_of(b);
           po.alias_end = po.alias_begin + static_cast<int64_t>(rec->buffers[b].bytes);
         }
       }
     }
-    new_plan->stats = {mp.arena_bytes, mp.sum_bytes, rec->buffers.size()};
+    new_plan->stats = {mp.arena_bytes, mp.sum_bytes, requests.size()};
     auto& plans = context->plans;
     plans.emplace_front(std::move(signature), new_plan);
     while (plans.size() > std::max<size_t>(options_.max_cached_plans, 1)) plans.pop_back();

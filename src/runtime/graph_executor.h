@@ -48,10 +48,12 @@ class ExecutionFrame {
  public:
   // Finds a value by name in this frame or any enclosing one; nullptr if absent.
   virtual const Tensor* Lookup(const std::string& name) const = 0;
-  // Storage for output i of the node being computed: zero-initialised, from the run's arena when
-  // planned, else from the heap.
-  virtual Tensor AllocateOutput(size_t i, DataType dtype, Shape shape) const {
+  // Storage for output i of the node being computed, from the run's arena when planned, else from
+  // the heap. Zero-initialised when `zero`; otherwise the kernel must write every byte. An output
+  // the kernel allows in place (OpKernel::InPlaceInput) may come back holding that input's data.
+  virtual Tensor AllocateOutput(size_t i, DataType dtype, Shape shape, bool zero) const {
     (void)i;
+    (void)zero;
     return Tensor::Allocate(dtype, std::move(shape));
   }
 
@@ -106,6 +108,7 @@ class GraphExecutor {
     std::vector<int> inputs;         // value slot per input; -1 for omitted
     std::vector<int> outputs;        // value slot per output; -1 for omitted
     std::vector<int> release_after;  // slots whose last use is this step
+    std::vector<int> inplace_input;  // per output: OpKernel::InPlaceInput, -1 for none
   };
   struct RunContext;
   struct ExecutionPlan;

@@ -29,7 +29,13 @@ const Tensor* KernelInfo::ConstantInput(size_t i) const {
 
 Tensor* KernelContext::AllocateOutput(size_t i, DataType dtype, Shape shape) {
   // The frame hands out arena memory when the run is planned (graph_executor.h), else the heap.
-  outputs_[i] = frame_ ? frame_->AllocateOutput(i, dtype, std::move(shape))
+  outputs_[i] = frame_ ? frame_->AllocateOutput(i, dtype, std::move(shape), /*zero=*/true)
+                       : Tensor::Allocate(dtype, std::move(shape));
+  return &outputs_[i];
+}
+
+Tensor* KernelContext::AllocateOutputUninitialized(size_t i, DataType dtype, Shape shape) {
+  outputs_[i] = frame_ ? frame_->AllocateOutput(i, dtype, std::move(shape), /*zero=*/false)
                        : Tensor::Allocate(dtype, std::move(shape));
   return &outputs_[i];
 }

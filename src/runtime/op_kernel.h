@@ -76,8 +76,13 @@ class KernelContext {
   bool OutputRequested(size_t i) const {
     return i < node_.outputs.size() && !node_.outputs[i].empty();
   }
-  // Allocates output i with the given type and shape and returns it (never null).
+  // Allocates output i with the given type and shape and returns it (never null), zero-filled.
   Tensor* AllocateOutput(size_t i, DataType dtype, Shape shape);
+  // The same without the zero fill, for kernels that write every byte of the output (a dense
+  // convolution or GEMM): filling a large activation only to overwrite it costs memory bandwidth.
+  // Required for outputs the kernel allows in place (OpKernel::InPlaceInput): such an output may
+  // share the storage of that input, which holds the input's values when Compute starts.
+  Tensor* AllocateOutputUninitialized(size_t i, DataType dtype, Shape shape);
   // Sets output i to an existing tensor (a view or a shared buffer, e.g. Reshape of its input).
   void SetOutput(size_t i, Tensor t) { outputs_[i] = std::move(t); }
   int num_threads() const { return num_threads_; }
@@ -103,6 +108,14 @@ class OpKernel {
     return Status::Ok();
   }
   virtual Status Compute(KernelContext& ctx) const = 0;
+  // The input whose storage output `output` may take over when this node is that input's last
+  // reader (-1: none). The planner then places both in one arena buffer, so Compute may find the
+  // output (from AllocateOutputUninitialized) at the same address as the input and must be correct
+  // then, e.g. a convolution whose residual input is accumulated onto its output in place.
+  virtual int InPlaceInput(size_t output) const {
+    (void)output;
+    return -1;
+  }
 };
 
 using KernelFactory = std::function<StatusOr<std::unique_ptr<OpKernel>>(const KernelInfo&)>;

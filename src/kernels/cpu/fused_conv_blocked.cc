@@ -67,6 +67,12 @@ class BlockedConvKernel final : public OpKernel {
     return DnnlTry(ctx.node(), [&] { return Run(ctx); });
   }
 
+  // Y may take over the residual Z's buffer when both have the same layout: the sum post-op then
+  // accumulates onto Z where it lies instead of copying it into Y first.
+  int InPlaceInput(size_t output) const override {
+    return output == 0 && has_sum_ && z_blocked_ == y_blocked_ ? 3 : -1;
+  }
+
  private:
   Status Run(KernelContext& ctx) const {
     const Node& node = ctx.node();
@@ -90,7 +96,7 @@ class BlockedConvKernel final : public OpKernel {
                                ShapeToString(z_shape));
       }
     }
-    Tensor* y = ctx.AllocateOutput(0, DataType::kFloat32, y_shape);
+    Tensor* y = ctx.AllocateOutputUninitialized(0, DataType::kFloat32, y_shape);
     if (NumElements(os) == 0) return Status::Ok();
     dnnl::engine& eng = DnnlEngine();
     dnnl::stream s(eng);
