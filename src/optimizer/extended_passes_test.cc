@@ -397,5 +397,58 @@ TEST(LayoutPropagation, ConvChainsStayBlocked) {
   EXPECT_EQ(Fired(report, "LayoutPropagation"), -1);
 }
 
+
+// x[1, C, S, S] → 1x1 Conv(→ E) → Clip(0, 6) → 3x3 depthwise Conv (stride s, pad 1) → Clip →
+// 1x1 Conv(→ 16) → y: MobileNetV2's expand + depthwise + project.
+ModelBuilder ExpandDepthwiseModel(int64_t c, int64_t e, int64_t size, int64_t stride,
+                                  bool expand_is_output) {
+  ModelBuilder b;
+  const int64_t out = (size - 1) / stride + 1;
+  b.Input("x", {1, c, size, size});
+  b.Init("We", RandomFloat({e, c, 1, 1}, -1, 1, 40)).Init("Be", RandomFloat({e}, -1, 1, 41));
+  b.Init("Wd", RandomFloat({e, 1, 3, 3}, -1, 1, 42)).Init("Bd", RandomFloat({e}, -1, 1, 43));
+  b.Init("Wp", RandomFloat({16, e, 1, 1}, -0.3f, 0.3f, 44));
+  b.Init("lo", Tensor::FromVector<float>({0.f}, {})).Init("hi", Tensor::FromVector<float>({6.f}, {}));
+  b.Add("Conv", {"x", "We", "Be"}, {"e"});
+  b.Add("Clip", {"e", "lo", "hi"}, {"e6"});
+  b.Add("Conv", {"e6", "Wd", "Bd"}, {"d"},
+        {{"pads", AttrInts({1, 1, 1, 1})}, {"strides", AttrInts({stride, stride})},
+         {"group", AttrInt(e)}});
+  b.Add("Clip", {"d", "lo", "hi"}, {"d6"});
+  b.Add("Conv", {"d6", "Wp"}, {"y"});
+  b.ValueShape("e", {1, e, size, size}).ValueShape("e6", {1, e, size, size});
+  b.ValueShape("d", {1, e, out, out}).ValueShape("d6", {1, e, out, out});
+  b.Output("y");
+  if (expand_is_output) b.Output("e6");
+  return b;
+}
+
+TEST(DepthwiseFusion, ExpandAndDepthwiseBecomeOneBlockedConv) {
+  // MobileNetV2's 16 → 96 at 112x112, stride 2 and 24 → 144 at 56x56, stride 1 take oneDNN's
+  // fused kernel; 40 channels (not a multiple of 16) at 12x12 / 13x13 its reference fusion, which
+  // the kernel replaces by two primitives. All must match the unoptimized model.
+  struct Case {
+    int64_t c, e, size, stride;
+  };
+  for (Case k : {Case{16, 96, 112, 2}, Case{24, 144, 56, 1}, Case{8, 40, 12, 1}, Case{8, 40, 13, 2}}) {
+    ModelBuilder b = ExpandDepthwiseModel(k.c, k.e, k.size, k.stride, false);
+    OptimizationReport report;
+    Model opt = Optimized(b.model(), &report, OptimizationLevel::kAll);
+    EXPECT_EQ(Fired(report, "DepthwiseFusion"), 1) << k.size;
+    EXPECT_EQ(CountDomainOps(opt.graph, "BlockedConv"), 2) << k.size;
+    ExpectSameOutputs(b.model(), {RandomFloat({1, k.c, k.size, k.size}, -1, 1, 45)},
+                      OptimizationLevel::kAll, 1e-4, 1e-4);
+  }
+}
+
+TEST(DepthwiseFusion, NotWhenTheExpandedTensorIsAlsoRead) {
+  ModelBuilder b = ExpandDepthwiseModel(8, 40, 12, 1, /*expand_is_output=*/true);
+  OptimizationReport report;
+  Optimized(b.model(), &report, OptimizationLevel::kAll);
+  EXPECT_EQ(Fired(report, "DepthwiseFusion"), 0);
+  ExpectSameOutputs(b.model(), {RandomFloat({1, 8, 12, 12}, -1, 1, 46)}, OptimizationLevel::kAll,
+                    1e-4, 1e-4);
+}
+
 }  // namespace
 }  // namespace inferd::testing

@@ -9,6 +9,7 @@
 #include "optimizer/conv_bn_fusion.h"
 #include "optimizer/conv_mul_add_fusion.h"
 #include "optimizer/dead_node_elimination.h"
+#include "optimizer/depthwise_fusion.h"
 #include "optimizer/fusion_util.h"
 #include "optimizer/gelu_fusion.h"
 #include "optimizer/layer_norm_fusion.h"
@@ -80,6 +81,8 @@ std::vector<std::unique_ptr<GraphPass>> BuildPipeline(const Model& model, Optimi
   // 10. All level: layout propagation last, on the fused graph (it rewrites fused Convs, and a
   //     BlockedConv is opaque to every pass above, so it must not run before them).
   passes.push_back(std::make_unique<LayoutPropagation>());
+  //     Then MobileNet's 1x1 + 3x3 depthwise pairs, now blocked, into one BlockedConv.
+  passes.push_back(std::make_unique<DepthwiseFusion>());
   return passes;
 }
 

@@ -7,10 +7,18 @@
 // [N, round16(C), H, W] so the arena sizes it right. Its true C is known from the weights: the
 // reader's W gives its input channels, the writer's W its output channels. Plain inputs and
 // outputs are reordered at the boundary, inside the kernel. float32, constant weights.
+//
+// With inputs 4 and 5 (DepthwiseFusion, level "all") a 1x1 convolution is followed by a 3x3
+// depthwise convolution (pad 1, stride `dw_stride`, activation `dw_activation`): MobileNet's
+// expand + depthwise pair. oneDNN's fused depthwise post-op computes the depthwise rows while the
+// 1x1 rows are still in cache, so the wide intermediate never goes to memory; for shapes where
+// oneDNN only offers its reference fusion (small spatial sizes) the two run back to back through
+// a per-thread intermediate buffer.
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "kernels/cpu/dnnl_util.h"
 #include "kernels/cpu/fused_kernels.h"
@@ -31,6 +39,12 @@ struct Plan {
   memory::desc given_src_md, out_dst_md;   // how X arrives and how Y leaves
   memory weights;
   Shape out_logical;  // [N, M, OH, OW]
+  // Depthwise fusion: the fused primitive's depthwise weights (fused), or a second primitive
+  // reading the 1x1 result `mid_md` (unfused fallback).
+  bool dw_fused = false;
+  std::optional<dnnl::convolution_forward> dw_prim;
+  memory::desc mid_md;
+  memory dw_weights;
 };
 
 class BlockedConvKernel final : public OpKernel {
@@ -45,6 +59,8 @@ class BlockedConvKernel final : public OpKernel {
     has_sum_ = node.HasInput(3);
     if (has_sum_) post_ops_.append_sum(1.f);
     RETURN_IF_ERROR(ParseFusedActivation(node, &post_ops_));
+    has_dw_ = node.HasInput(4);
+    if (has_dw_) RETURN_IF_ERROR(InitDepthwise(info));
     const Tensor* w = info.ConstantInput(1);
     if (group_ <= 0 || w == nullptr || w->dtype() != DataType::kFloat32 || w->rank() != 4) {
       return InvalidArgument("{}: needs group > 0 and a constant float32 4-D W",
@@ -65,6 +81,39 @@ class BlockedConvKernel final : public OpKernel {
 
   Status Compute(KernelContext& ctx) const override {
     return DnnlTry(ctx.node(), [&] { return Run(ctx); });
+  }
+
+  Status InitDepthwise(const KernelInfo& info) {
+    const Node& node = info.node();
+    const Tensor* w = info.ConstantInput(1);
+    const Tensor* dw = info.ConstantInput(4);
+    dw_stride_ = node.GetInt("dw_stride", 1);
+    const int64_t m = w->dim(0);
+    if (has_sum_ || group_ != 1 || w->dim(2) != 1 || w->dim(3) != 1 || dw == nullptr ||
+        dw->dtype() != DataType::kFloat32 || dw->shape() != Shape{m, 1, 3, 3} ||
+        (dw_stride_ != 1 && dw_stride_ != 2)) {
+      return InvalidArgument("{}: a depthwise fusion needs a 1x1 convolution without Z and a "
+                             "constant float32 depthwise W [{}, 1, 3, 3] with dw_stride 1 or 2",
+                             node.Describe(), m);
+    }
+    dw_w_.Reset(*dw);
+    if (node.HasInput(5)) {
+      const Tensor* b = info.ConstantInput(5);
+      if (b == nullptr || b->dtype() != DataType::kFloat32 || b->NumElements() != m) {
+        return InvalidArgument("{}: depthwise B must be a constant float32 [{}]", node.Describe(),
+                               m);
+      }
+      dw_b_ = b->owns_data() ? *b : b->Clone();
+    } else {
+      dw_b_ = Tensor::Allocate(DataType::kFloat32, {m});  // zeros
+    }
+    RETURN_IF_ERROR(ParseFusedActivation(node, &dw_post_ops_, "dw_activation"));
+    // The fused primitive's chain: 1x1 activation, depthwise, depthwise activation. (post_ops is
+    // a shared handle: copying post_ops_ and appending would change post_ops_ too.)
+    const auto f32 = dnnl::memory::data_type::f32;
+    RETURN_IF_ERROR(ParseFusedActivation(node, &fused_post_ops_));
+    fused_post_ops_.append_dw(f32, f32, f32, 3, dw_stride_, 1, 0, {});
+    return ParseFusedActivation(node, &fused_post_ops_, "dw_activation");
   }
 
   // Y may take over the residual Z's buffer when both have the same layout: the sum post-op then
@@ -100,20 +149,26 @@ class BlockedConvKernel final : public OpKernel {
     if (NumElements(os) == 0) return Status::Ok();
     dnnl::engine& eng = DnnlEngine();
     dnnl::stream s(eng);
+    // Boundary reorders go through per-thread scratch (slots 0-2), not a fresh buffer per call.
+    auto scratch = [&](const memory::desc& md, int slot) {
+      void* p = ThreadScratch(slot, md.get_size());
+      if (p == nullptr) throw std::bad_alloc();
+      return memory(md, eng, p);
+    };
     memory given_src(plan->given_src_md, eng, const_cast<void*>(x->raw_data()));
     memory src = given_src;
     if (plan->src_md != plan->given_src_md) {
-      src = memory(plan->src_md, eng);
+      src = scratch(plan->src_md, 0);
       dnnl::reorder(given_src, src).execute(s, given_src, src);
     }
     memory out(plan->out_dst_md, eng, y->raw_data());
-    memory dst = plan->dst_md == plan->out_dst_md ? out : memory(plan->dst_md, eng);
+    memory dst = plan->dst_md == plan->out_dst_md ? out : scratch(plan->dst_md, 1);
     if (z) {  // the sum post-op accumulates onto what dst holds: Z in the primitive's layout
       const memory::desc z_md = z_blocked_ ? memory::desc(ToDims(os), memory::data_type::f32,
                                                           tag::nChw16c)
                                            : PlainDesc(ToDims(os));
       if (z_md == plan->dst_md) {
-        if (dst.get_data_handle() != z->raw_data()) {
+        if (dst.get_data_handle() != z->raw_data()) {  // not in place (InPlaceInput)
           std::memcpy(dst.get_data_handle(), z->raw_data(), z_md.get_size());
         }
       } else {
@@ -121,12 +176,29 @@ class BlockedConvKernel final : public OpKernel {
         dnnl::reorder(zm, dst).execute(s, zm, dst);
       }
     }
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan->weights}, {DNNL_ARG_DST, dst}};
-    if (b_.defined()) {
-      args[DNNL_ARG_BIAS] = memory(PlainDesc({m}), eng, const_cast<void*>(b_.raw_data()));
+    const memory bias =
+        b_.defined() ? memory(PlainDesc({m}), eng, const_cast<void*>(b_.raw_data())) : memory();
+    const memory dw_bias =
+        has_dw_ ? memory(PlainDesc({m}), eng, const_cast<void*>(dw_b_.raw_data())) : memory();
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan->weights}};
+    if (bias) args[DNNL_ARG_BIAS] = bias;
+    if (plan->dw_prim) {  // unfused depthwise: 1x1 into the scratch intermediate, then depthwise
+      memory mid = scratch(plan->mid_md, 2);
+      args[DNNL_ARG_DST] = mid;
+      ExecutePrimitive(plan->prim, s, std::move(args));
+      ExecutePrimitive(*plan->dw_prim, s,
+                       {{DNNL_ARG_SRC, mid},
+                        {DNNL_ARG_WEIGHTS, plan->dw_weights},
+                        {DNNL_ARG_BIAS, dw_bias},
+                        {DNNL_ARG_DST, dst}});
+    } else {
+      args[DNNL_ARG_DST] = dst;
+      if (plan->dw_fused) {
+        args[DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS] = plan->dw_weights;
+        args[DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS] = dw_bias;
+      }
+      ExecutePrimitive(plan->prim, s, std::move(args));
     }
-    ExecutePrimitive(plan->prim, s, args);
     if (dst != out) dnnl::reorder(dst, out).execute(s, dst, out);
     s.wait();
     return Status::Ok();
@@ -142,7 +214,12 @@ class BlockedConvKernel final : public OpKernel {
     ASSIGN_OR_RETURN(WindowGeometry g, ResolveWindow(attrs_, in, kernel, node.Describe()));
     auto plan = std::make_shared<Plan>();
     const int64_t m = w_shape_[0];
-    plan->out_logical = {xs[0], m, g.out[0], g.out[1]};
+    const Shape conv_out = {xs[0], m, g.out[0], g.out[1]};
+    plan->out_logical = conv_out;
+    if (has_dw_) {  // 3x3, pad 1: ceil(size / stride)
+      plan->out_logical[2] = (conv_out[2] - 1) / dw_stride_ + 1;
+      plan->out_logical[3] = (conv_out[3] - 1) / dw_stride_ + 1;
+    }
     const auto f32 = memory::data_type::f32;
     memory::dims wdims = ToDims(w_shape_);
     if (group_ > 1) wdims = {group_, m / group_, w_shape_[1], w_shape_[2], w_shape_[3]};
@@ -151,10 +228,14 @@ class BlockedConvKernel final : public OpKernel {
     plan->out_dst_md = y_blocked_ ? memory::desc(ToDims(plan->out_logical), f32, tag::nChw16c)
                                   : PlainDesc(ToDims(plan->out_logical));
     // Blocked sides are fixed to nChw16c so neighbours agree without talking; a plain side lets
-    // oneDNN choose and is reordered at the boundary.
-    const memory::desc src_md = x_blocked_ ? plan->given_src_md : memory::desc(ToDims(xs), f32, tag::any);
-    const memory::desc dst_md = y_blocked_ ? plan->out_dst_md
-                                           : memory::desc(ToDims(plan->out_logical), f32, tag::any);
+    // oneDNN choose and is reordered at the boundary. A depthwise pair keeps its intermediate
+    // blocked.
+    const memory::desc src_md =
+        x_blocked_ ? plan->given_src_md : memory::desc(ToDims(xs), f32, tag::any);
+    const memory::desc dst_md =
+        has_dw_ ? memory::desc(ToDims(conv_out), f32, tag::nChw16c)
+        : y_blocked_ ? plan->out_dst_md
+                     : memory::desc(ToDims(conv_out), f32, tag::any);
     const memory::desc w_any(wdims, f32, tag::any), bias_md({m}, f32, tag::a);
     const auto prop = dnnl::prop_kind::forward_inference;
     const auto alg = dnnl::algorithm::convolution_direct;
@@ -165,13 +246,48 @@ class BlockedConvKernel final : public OpKernel {
                                                       st, dil, pl, pr)
                     : dnnl::convolution_forward::desc(prop, alg, src_md, w_any, dst_md, st, dil,
                                                       pl, pr);
-    dnnl::primitive_attr attr;
-    attr.set_post_ops(post_ops_);
-    dnnl::convolution_forward::primitive_desc pd(desc, UserScratchpad(attr), DnnlEngine());
-    plan->prim = dnnl::convolution_forward(pd);
-    plan->src_md = pd.src_desc();
-    plan->dst_md = pd.dst_desc();
-    plan->weights = w_.Get(PlainDesc(wdims), pd.weights_desc());
+    const memory::dims dw_plain = {m, 1, 1, 3, 3};
+    std::optional<dnnl::convolution_forward::primitive_desc> pd;
+    if (has_dw_) {
+      // oneDNN's own fused kernel when it has one; its reference fusion is slower than two
+      // primitives, so then the pair runs unfused.
+      dnnl::primitive_attr attr;
+      attr.set_post_ops(fused_post_ops_);
+      dnnl::convolution_forward::primitive_desc fused(desc, UserScratchpad(attr), DnnlEngine(),
+                                                      /*allow_empty=*/true);
+      if (fused && std::string(fused.impl_info_str()).rfind("ref", 0) != 0) {
+        pd = fused;
+        plan->dw_fused = true;
+        plan->dw_weights = dw_w_.Get(
+            PlainDesc(dw_plain),
+            fused.query_md(dnnl::query::exec_arg_md, DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS));
+      } else {
+        plan->mid_md = dst_md;
+        const memory::desc dw_dst =
+            y_blocked_ ? plan->out_dst_md
+                       : memory::desc(ToDims(plan->out_logical), f32, tag::any);
+        const memory::dims dw_st = {dw_stride_, dw_stride_}, one = {1, 1}, zero = {0, 0};
+        dnnl::convolution_forward::desc dw_desc(prop, alg, dst_md,
+                                                memory::desc(dw_plain, f32, tag::any), bias_md,
+                                                dw_dst, dw_st, zero, one, one);
+        dnnl::primitive_attr dw_attr;
+        dw_attr.set_post_ops(dw_post_ops_);
+        dnnl::convolution_forward::primitive_desc dw_pd(dw_desc, UserScratchpad(dw_attr),
+                                                        DnnlEngine());
+        plan->dw_prim = dnnl::convolution_forward(dw_pd);
+        plan->dw_weights = dw_w_.Get(PlainDesc(dw_plain), dw_pd.weights_desc());
+        plan->dst_md = dw_pd.dst_desc();
+      }
+    }
+    if (!pd) {
+      dnnl::primitive_attr attr;
+      attr.set_post_ops(post_ops_);
+      pd.emplace(desc, UserScratchpad(attr), DnnlEngine());
+    }
+    plan->prim = dnnl::convolution_forward(*pd);
+    plan->src_md = pd->src_desc();
+    if (!plan->dw_prim) plan->dst_md = pd->dst_desc();
+    plan->weights = w_.Get(PlainDesc(wdims), pd->weights_desc());
     std::lock_guard<std::mutex> lock(mu_);
     return cache_.emplace(xs, std::move(plan)).first->second;
   }
@@ -183,6 +299,11 @@ class BlockedConvKernel final : public OpKernel {
   Shape w_shape_;
   PackedWeights w_;  // one packed copy per layout, shared by every shape's plan
   Tensor b_;
+  bool has_dw_ = false;  // depthwise fusion (inputs 4, 5)
+  int64_t dw_stride_ = 1;
+  dnnl::post_ops dw_post_ops_, fused_post_ops_;
+  PackedWeights dw_w_;
+  Tensor dw_b_;
   mutable std::mutex mu_;
   mutable std::map<Shape, std::shared_ptr<const Plan>> cache_;  // guarded by mu_
 };

@@ -169,10 +169,10 @@ void SetOutputFromFloat32(KernelContext& ctx, size_t i, DataType dtype, const Te
       [] {});
 }
 
-Status ParseFusedActivation(const Node& node, dnnl::post_ops* ops) {
-  const std::string act = node.GetString("activation", "");
+Status ParseFusedActivation(const Node& node, dnnl::post_ops* ops, const std::string& attr) {
+  const std::string act = node.GetString(attr, "");
   if (act.empty()) return Status::Ok();
-  const std::vector<float> p = node.GetFloats("activation_params");
+  const std::vector<float> p = node.GetFloats(attr + "_params");
   auto param = [&](size_t i, float def) { return i < p.size() ? p[i] : def; };
   using A = dnnl::algorithm;
   if (act == "Relu") {

@@ -63,7 +63,8 @@ void SetOutputFromFloat32(KernelContext& ctx, size_t i, DataType dtype, const Te
 // "HardSwish") and "activation_params"
 // (floats). No attribute: empty post-ops. This is how graph fusion passes attach an activation to
 // Conv/MatMul/Gemm nodes (in the ai.inferd domain or as an extra attribute).
-Status ParseFusedActivation(const Node& node, dnnl::post_ops* ops);
+Status ParseFusedActivation(const Node& node, dnnl::post_ops* ops,
+                            const std::string& attr = "activation");
 
 // Per-thread scratch memory for layout conversions around oneDNN primitives (an activation
 // reordered into a blocked layout and back). Slot `which` (0..3) grows to the largest request seen

@@ -1,0 +1,22 @@
+// DepthwiseFusion (level "all", after LayoutPropagation): a 1x1 BlockedConv whose blocked output
+// feeds only a 3x3 depthwise BlockedConv (pad 1, stride 1 or 2, no residual) becomes one
+// BlockedConv computing both — MobileNet's expand + depthwise pair:
+//
+//   BlockedConv(X, W1x1, B1; act) -> T -> BlockedConv(T, Wdw[M,1,3,3], Bdw; group M, act2) -> Y
+//   =>  BlockedConv(X, W1x1, B1, "", Wdw, Bdw; act, dw_stride, dw_activation=act2) -> Y
+//
+// The kernel uses oneDNN's fused depthwise post-op, so the expanded tensor T (the widest
+// activation of the block) is never written to memory; see src/kernels/cpu/fused_conv_blocked.cc.
+#pragma once
+
+#include "optimizer/graph_pass.h"
+
+namespace inferd {
+
+class DepthwiseFusion final : public GraphPass {
+ public:
+  std::string_view Name() const override { return "DepthwiseFusion"; }
+  StatusOr<int> Run(Graph& graph) const override;
+};
+
+}  // namespace inferd
