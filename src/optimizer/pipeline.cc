@@ -12,6 +12,7 @@
 #include "optimizer/depthwise_fusion.h"
 #include "optimizer/fusion_util.h"
 #include "optimizer/gelu_fusion.h"
+#include "optimizer/int8_layout.h"
 #include "optimizer/layer_norm_fusion.h"
 #include "optimizer/layout_propagation.h"
 #include "optimizer/matmul_bias_fusion.h"
@@ -83,6 +84,8 @@ std::vector<std::unique_ptr<GraphPass>> BuildPipeline(const Model& model, Optimi
   passes.push_back(std::make_unique<LayoutPropagation>());
   //     Then MobileNet's 1x1 + 3x3 depthwise pairs, now blocked, into one BlockedConv.
   passes.push_back(std::make_unique<DepthwiseFusion>());
+  // 11. The int8 counterpart (NHWC QLinearConv chains), after QdqFusion has formed them.
+  passes.push_back(std::make_unique<Int8LayoutPropagation>());
   return passes;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <vector>
 
 #include "optimizer/graph_edit.h"
@@ -166,6 +167,71 @@ int FuseDequantizeAdd(GraphEditor& ed) {
   return fired;
 }
 
+// Whether two values are constants holding the same single number (a scale or zero point).
+bool SameScalar(GraphEditor& ed, const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  const Tensor* ta = ed.Constant(a);
+  const Tensor* tb = ed.Constant(b);
+  return ta && tb && ta->dtype() == tb->dtype() && ta->NumElements() == 1 &&
+         tb->NumElements() == 1 && ta->GetAsDouble(0) == tb->GetAsDouble(0);
+}
+
+// Whether `reader` is the only reader of `value` apart from nodes whose outputs nobody reads
+// (the DequantizeLinear that FuseDequantizeAdd just bypassed, until dead-node elimination).
+bool OnlyLiveReader(const GraphEditor& ed, const std::string& value, const Node* reader) {
+  if (ed.IsGraphOutput(value)) return false;
+  int reads = 0;
+  for (const Node* c : ed.Consumers(value)) {
+    if (c == reader) {
+      for (const std::string& in : c->inputs) reads += in == value;
+      continue;
+    }
+    for (const std::string& out : c->outputs) {
+      if (!out.empty() && ed.IsUsed(out)) return false;
+    }
+  }
+  return reads == 1;
+}
+
+// QLinearConv → DequantizeAdd(its output, y_scale, y_zp, b) [Relu]  ⇒  ai.inferd.QLinearConv
+// with residual Z = b: the join runs as post-ops of the int8 convolution (see quant_conv_dnnl.h).
+// The fused node takes the DequantizeAdd's place in the order, after b's producer.
+int FuseConvResidual(GraphEditor& ed) {
+  int fired = 0;
+  for (Node* add : ed.Nodes()) {
+    if (add->op_type != "DequantizeAdd" || add->domain != "ai.inferd" || ed.IsRemoved(add) ||
+        add->NumInputs() != 4) {
+      continue;
+    }
+    Node* conv = ed.Producer(add->inputs[0]);
+    if (!conv || !OnlyLiveReader(ed, add->inputs[0], add) || conv->NumInputs() < 8) continue;
+    const bool standard = IsStd(*conv, "QLinearConv");
+    const bool inferd = conv->op_type == "QLinearConv" && conv->domain == "ai.inferd" &&
+                        !conv->HasInput(9) && !conv->HasAttribute("x_channels_last");
+    if (!standard && !inferd) continue;
+    if (!SameScalar(ed, conv->inputs[6], add->inputs[1]) ||
+        !SameScalar(ed, conv->inputs[7], add->inputs[2]) || add->inputs[3] == add->inputs[0]) {
+      continue;
+    }
+    std::vector<std::string> inputs = conv->inputs;
+    inputs.resize(9);
+    inputs.push_back(add->inputs[3]);
+    std::map<std::string, Attribute> attrs = conv->attributes;
+    if (add->HasAttribute("activation")) attrs["activation"] = add->attributes.at("activation");
+    const std::string name = conv->name;
+    ed.RemoveNode(conv);
+    ed.EditNode(add, [&](Node& n) {
+      n.name = name;
+      n.op_type = "QLinearConv";
+      n.domain = "ai.inferd";
+      n.inputs = inputs;
+      n.attributes = attrs;
+    });
+    ++fired;
+  }
+  return fired;
+}
+
 }  // namespace
 
 StatusOr<int> QdqFusion::Run(Graph& graph) const {
@@ -220,6 +286,7 @@ StatusOr<int> QdqFusion::Run(Graph& graph) const {
     ++fired;
   }
   fired += FuseDequantizeAdd(ed);
+  fired += FuseConvResidual(ed);
   RETURN_IF_ERROR(ed.Commit());
   return fired;
 }

@@ -4,6 +4,8 @@
 //   DQ(x) → MatMul(B = DQ(int8) constant 2-D)   [→ Relu] → Q   ⇒  QLinearMatMul
 //   DQ(x) → Add(·, float b of the same shape)   [→ Relu]       ⇒  ai.inferd.DequantizeAdd
 //                                                                  (residual joins, one pass)
+//   QLinearConv → DequantizeAdd(·, its y_scale, y_zp, b)    ⇒  ai.inferd.QLinearConv with Z = b
+//                                                                  (the join as conv post-ops)
 //
 // Consecutive quantized layers then pass uint8/int8 tensors to each other directly (the DQ → Q
 // pairs between them lose their readers and are removed by dead-node elimination), and QLinearConv

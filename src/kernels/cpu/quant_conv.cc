@@ -1,6 +1,7 @@
-// ConvInteger and QLinearConv: N-D grouped convolution over int32 values (zero points subtracted
+// ConvInteger and QLinearConv (and ai.inferd.QLinearConv): N-D grouped convolution over int32 values (zero points subtracted
 // up front, so padding contributes zero), via im2col + QGemmInt32.
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -8,6 +9,7 @@
 #include "kernels/cpu/quant_conv_dnnl.h"
 #include "kernels/cpu/quant_util.h"
 #include "kernels/cpu/register.h"
+#include "kernels/cpu/tensor_util.h"
 
 namespace inferd::cpu {
 namespace {
@@ -196,13 +198,33 @@ class ConvIntegerKernel final : public OpKernel {
 // QLinearConv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B?). With constant quantization
 // parameters, symmetric int8 weights and per-tensor activations it runs on oneDNN's int8
 // convolution (quant_conv_dnnl.h); anything else takes the int32 reference path.
+//
+// The same kernel runs ai.inferd.QLinearConv (written by Int8LayoutPropagation and QdqFusion):
+// the standard inputs plus an optional float32 residual Z (input 9), and attributes
+// x_channels_last / y_channels_last (NHWC tensors) and activation ("Relu", with Z only). With Z
+// the output is float32: act(DequantizeLinear(QLinearConv(...)) + Z).
 class QLinearConvKernel final : public OpKernel {
  public:
   Status Init(const KernelInfo& info) override {
-    attrs_ = ParseConvAttrs(info.node());
+    const Node& node = info.node();
+    attrs_ = ParseConvAttrs(node);
+    if (node.domain == "ai.inferd") {
+      x_cl_ = node.GetInt("x_channels_last", 0) != 0;
+      y_cl_ = node.GetInt("y_channels_last", 0) != 0;
+      residual_ = node.HasInput(9);
+      const std::string act = node.GetString("activation", "");
+      if (!act.empty() && (act != "Relu" || !residual_)) {
+        return InvalidArgument("{}: unsupported activation '{}' (only Relu, with a residual Z)",
+                               node.Describe(), act);
+      }
+      relu_ = act == "Relu";
+    }
     fast_ = TryFastPath(info);
     return Status::Ok();
   }
+  // The output may take over the residual's buffer (the join accumulates onto it).
+  int InPlaceInput(size_t output) const override { return output == 0 && residual_ ? 9 : -1; }
+
   Status Compute(KernelContext& ctx) const override {
     const Tensor* x_in = ctx.Input(0);
     const Tensor* x_zp = ctx.Input(2);
@@ -210,12 +232,16 @@ class QLinearConvKernel final : public OpKernel {
       return InvalidArgument("QLinearConv x is {} but x_zero_point is {}",
                              DataTypeName(x_in->dtype()), DataTypeName(x_zp->dtype()));
     }
-    if (fast_ && ctx.Input(0) && ctx.Input(0)->dtype() == x_type_ && ctx.Input(0)->rank() >= 3) {
-      const Tensor& x = *ctx.Input(0);
+    if ((x_cl_ || y_cl_) && (!x_in || x_in->rank() != 4)) {
+      return InvalidArgument("{}: channels-last x must be rank 4", ctx.node().Describe());
+    }
+    if (fast_ && x_in && x_in->dtype() == x_type_ && x_in->rank() >= 3) {
+      const Tensor& x = *x_in;
       StatusOr<Shape> shape = fast_->OutputShape(ctx.node(), x.shape());
       if (shape.ok()) {
-        Tensor* y = ctx.AllocateOutput(0, y_type_, *shape);
-        Status st = fast_->Run(ctx.node(), x, y);
+        Tensor* y = ctx.AllocateOutputUninitialized(
+            0, residual_ ? DataType::kFloat32 : y_type_, *shape);
+        Status st = fast_->Run(ctx.node(), x, ctx.Input(9), y);
         if (st.ok() || st.code() != StatusCode::kInternal) return st;
       } else if (shape.status().code() != StatusCode::kInternal) {
         return shape.status();
@@ -266,15 +292,58 @@ class QLinearConvKernel final : public OpKernel {
       p.bias.assign(b->data<int32_t>(), b->data<int32_t>() + b->NumElements());
     }
     p.group = attrs_.group;
+    p.x_channels_last = x_cl_;
+    p.y_channels_last = y_cl_;
+    p.residual = residual_;
+    p.relu = relu_;
     if (!p.window.Parse(info.node(), false).ok()) return nullptr;
     StatusOr<std::unique_ptr<DnnlQConv>> conv = DnnlQConv::Create(std::move(p));
     return conv.ok() ? std::move(*conv) : nullptr;
   }
 
+  // The int32 reference in NCHW, with the layout and residual handling of ai.inferd.QLinearConv
+  // around it (transposes, dequantize + Z + activation).
   Status ComputeReference(KernelContext& ctx) const {
     RETURN_IF_ERROR(CheckQuantOperand(ctx.Input(0), "QLinearConv x"));
+    Tensor x = x_cl_ ? Permuted(*ctx.Input(0), {0, 3, 1, 2}) : *ctx.Input(0);
+    ASSIGN_OR_RETURN(Tensor q, ReferenceConv(ctx, x));
+    if (y_cl_) q = Permuted(q, {0, 2, 3, 1});
+    if (!residual_) {
+      Tensor* y = ctx.AllocateOutputUninitialized(0, q.dtype(), q.shape());
+      std::memcpy(y->raw_data(), q.raw_data(), q.ByteSize());
+      return Status::Ok();
+    }
+    const Tensor* z = ctx.Input(9);
+    if (z == nullptr || z->dtype() != DataType::kFloat32 || z->shape() != q.shape()) {
+      return InvalidArgument("{}: residual Z must be float32 of shape {}, got {}",
+                             ctx.node().Describe(), ShapeToString(q.shape()),
+                             z ? z->DebugString() : std::string("none"));
+    }
+    ASSIGN_OR_RETURN(auto ys, ReadScales(ctx.Input(6), 1, "y_scale"));
+    ASSIGN_OR_RETURN(auto yzp, ReadZeroPoints(ctx.Input(7), 1, "y_zero_point"));
+    // Z's values are read before y's are written at each index, so y may share Z's buffer.
+    const std::vector<int32_t> qv = WidenToInt32(q);
+    Tensor* y = ctx.AllocateOutputUninitialized(0, DataType::kFloat32, q.shape());
+    const float* zv = z->data<float>();
+    float* yv = y->data<float>();
+    for (size_t i = 0; i < qv.size(); ++i) {
+      const float v = static_cast<float>(qv[i] - yzp[0]) * ys[0] + zv[i];
+      yv[i] = relu_ ? std::max(v, 0.f) : v;
+    }
+    return Status::Ok();
+  }
+
+  static Tensor Permuted(const Tensor& t, const std::vector<int64_t>& perm) {
+    Shape s(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) s[i] = t.dim(perm[i]);
+    Tensor out = Tensor::Allocate(t.dtype(), s);
+    TransposeInto(t, perm, &out);
+    return out;
+  }
+
+  // QLinearConv over NCHW x (an ONNX QLinearConv's output, uint8/int8).
+  StatusOr<Tensor> ReferenceConv(KernelContext& ctx, const Tensor& x) const {
     RETURN_IF_ERROR(CheckQuantOperand(ctx.Input(3), "QLinearConv w"));
-    const Tensor& x = *ctx.Input(0);
     const Tensor& w = *ctx.Input(3);
     ASSIGN_OR_RETURN(ConvGeometry g, PlanConv(attrs_, x.shape(), w.shape()));
     ASSIGN_OR_RETURN(auto xs, ReadScales(ctx.Input(1), 1, "x_scale"));
@@ -296,19 +365,20 @@ class QLinearConvKernel final : public OpKernel {
     std::vector<int32_t> acc = ConvInt32(g, std::move(o.x), std::move(o.w));
     Shape out_shape = {g.batch, g.out_c};
     out_shape.insert(out_shape.end(), g.out_spatial.begin(), g.out_spatial.end());
-    Tensor* y = ctx.AllocateOutput(0, out_type, out_shape);
+    Tensor y = Tensor::Allocate(out_type, out_shape);
     int64_t out_sp = NumElements(g.out_spatial);
     for (int64_t i = 0; i < static_cast<int64_t>(acc.size()); ++i) {
       int64_t m = (i / out_sp) % g.out_c;
       float mult = xs[0] * ws[m] / ys[0];
-      StoreQuantized(*y, i, static_cast<float>(acc[i] + bias[m]) * mult, yzp[0]);
+      StoreQuantized(y, i, static_cast<float>(acc[i] + bias[m]) * mult, yzp[0]);
     }
-    return Status::Ok();
+    return y;
   }
 
   ConvAttrs attrs_;
   std::unique_ptr<DnnlQConv> fast_;
   DataType x_type_ = DataType::kUInt8, y_type_ = DataType::kUInt8;
+  bool x_cl_ = false, y_cl_ = false, residual_ = false, relu_ = false;
 };
 
 }  // namespace
@@ -318,6 +388,14 @@ void RegisterQuantConvKernels(KernelRegistry& r) {
         MakeKernel<ConvIntegerKernel>());
   r.Add("QLinearConv", 10, kOpsetMax, {DataType::kUInt8, DataType::kInt8},
         MakeKernel<QLinearConvKernel>());
+  KernelDef def;
+  def.domain = "ai.inferd";
+  def.op_type = "QLinearConv";
+  def.since_version = 1;
+  def.until_version = kOpsetMax;
+  def.types = {DataType::kUInt8, DataType::kInt8};
+  def.factory = MakeKernel<QLinearConvKernel>();
+  r.Register(std::move(def));
 }
 
 }  // namespace inferd::cpu
