@@ -144,9 +144,10 @@ class BatchScheduler {
   void ForEachQueuedLocked(Fn&& fn) const;  // fn(const Entry&) -> bool continue
   Batch TakeLocked(size_t n);
   // Hands batches that can be formed now to idle workers (into ready_; the caller notifies them).
-  // Returns whether the scheduler thread must look again: tasks wait for a queue delay, or a
-  // deadline has passed. Requires mu_.
-  bool DispatchLocked(Clock::TimePoint now);
+  // Returns when the scheduler thread must look again for what is queued: `now` when a deadline
+  // has passed, the end of a queue delay an idle worker waits for, or Clock::kForever. Requires
+  // mu_.
+  Clock::TimePoint DispatchLocked(Clock::TimePoint now);
   void SchedulerLoop();
   void WorkerLoop(int worker);
 
@@ -167,6 +168,10 @@ class BatchScheduler {
   std::deque<Batch> ready_;                              // guarded by mu_
   bool stopping_ = false;                                // guarded by mu_
   bool workers_exit_ = false;                            // guarded by mu_
+  // While the scheduler thread sleeps: the time it sleeps until. Schedule wakes it only when a
+  // new task needs it earlier (a burst of tasks forming one batch costs no wake-ups).
+  bool scheduler_sleeping_ = false;                       // guarded by mu_
+  Clock::TimePoint scheduler_wake_ = Clock::kForever;     // guarded by mu_
   std::thread scheduler_thread_;
   std::vector<std::thread> workers_;
 };
@@ -281,8 +286,10 @@ Status BatchScheduler<Task>::Schedule(std::unique_ptr<Task>* task, const Schedul
     // Hand a batch straight to an idle worker when one can be formed now; the scheduler thread
     // is only needed to time a queue delay or a deadline.
     const size_t ready_before = ready_.size();
-    wake_scheduler = DispatchLocked(now) || deadline != Clock::kForever;
+    const Clock::TimePoint look_again = std::min(DispatchLocked(now), deadline);
     wake_workers = ready_.size() - ready_before;
+    // A scheduler thread that is awake re-evaluates before it sleeps again.
+    wake_scheduler = scheduler_sleeping_ && look_again < scheduler_wake_;
   }
   for (size_t i = 0; i < wake_workers; ++i) worker_cv_.notify_one();
   if (wake_scheduler) scheduler_cv_.notify_one();
@@ -290,16 +297,16 @@ Status BatchScheduler<Task>::Schedule(std::unique_ptr<Task>* task, const Schedul
 }
 
 template <class Task>
-bool BatchScheduler<Task>::DispatchLocked(Clock::TimePoint now) {
-  if (now >= earliest_deadline_) return true;  // expired tasks: the scheduler thread rejects them
+Clock::TimePoint BatchScheduler<Task>::DispatchLocked(Clock::TimePoint now) {
+  if (now >= earliest_deadline_) return now;  // expired tasks: the scheduler thread rejects them
   while (idle_workers_ > 0) {
     Clock::TimePoint wake;
     const size_t n = DecideLocked(now, &wake);
-    if (n == 0) return num_queued_ > 0;
+    if (n == 0) return wake;
     ready_.push_back(TakeLocked(n));
     --idle_workers_;
   }
-  return false;
+  return Clock::kForever;  // no idle worker: the next one to finish looks at the queue
 }
 
 template <class Task>
@@ -418,7 +425,10 @@ void BatchScheduler<Task>::SchedulerLoop() {
       }
       wake = std::min(wake, batch_wake);
     }
+    scheduler_sleeping_ = true;
+    scheduler_wake_ = wake;
     clock_.WaitUntil(scheduler_cv_, l, wake);
+    scheduler_sleeping_ = false;
   }
 }
 

@@ -86,11 +86,12 @@ class BatchSchedulerTest : public ::testing::Test {
     auto t = std::make_unique<FakeTask>(FakeTask{rows, id});
     return scheduler_->Schedule(&t, so);
   }
-  // Schedules and waits until the scheduler has looked at the new task and sleeps until `wake`.
+  // Schedules and waits until the scheduler sleeps until `wake`. (Schedule wakes the scheduler
+  // thread only when the new task needs it earlier than it sleeps; a task that joins a forming
+  // batch leaves it asleep, already waiting for `wake`.)
   void AddAndWaitSleeping(int id, int64_t rows, Clock::TimePoint wake, ScheduleOptions so = {}) {
-    uint64_t mark = clock_.WaitMark();
     ASSERT_TRUE(Add(id, rows, so).ok());
-    clock_.BlockUntilWaiting(wake, mark);
+    clock_.BlockUntilWaiting(wake);
   }
 
   FakeClock clock_;
@@ -144,6 +145,26 @@ TEST_F(BatchSchedulerTest, WaitsForDelayThenDispatchesWhatIsQueued) {
   clock_.Advance(microseconds(1));
   rec_.WaitForBatches(1);
   EXPECT_EQ(rec_.batches()[0], (std::vector<int>{1, 2}));
+}
+
+TEST_F(BatchSchedulerTest, TasksJoiningAFormingBatchDoNotWakeTheScheduler) {
+  BatchSchedulerOptions o;
+  o.max_batch_size = 64;
+  o.max_queue_delay = microseconds(1000);
+  o.default_queue_policy.allow_timeout_override = true;
+  Start(o);
+  const auto t0 = clock_.Now();
+  AddAndWaitSleeping(1, 1, t0 + microseconds(1000));
+  const uint64_t mark = clock_.WaitMark();
+  for (int i = 2; i <= 10; ++i) ASSERT_TRUE(Add(i).ok());  // the oldest task's delay still rules
+  // An earlier deadline does need the scheduler: it wakes once and sleeps until then.
+  AddAndWaitSleeping(11, 1, t0 + microseconds(500), ScheduleOptions{0, microseconds(500)});
+  EXPECT_EQ(clock_.WaitMark(), mark + 1);  // had tasks 2..10 woken it, it would have slept again
+  clock_.Advance(microseconds(1000));
+  rec_.WaitForRejected(1);
+  rec_.WaitForBatches(1);
+  EXPECT_EQ(rec_.rejected()[0].first, 11);
+  EXPECT_EQ(rec_.batches()[0].size(), 10u);
 }
 
 TEST_F(BatchSchedulerTest, ZeroDelayDispatchesAtOnce) {

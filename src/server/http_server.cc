@@ -118,8 +118,13 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     req.body = std::make_shared<std::string>(std::move(msg.body()));
     HttpResponder reply = [self = shared_from_this()](HttpReply r) {
-      net::post(self->stream_.get_executor(),
-                [self, r = std::move(r)]() mutable { self->Write(std::move(r)); });
+      net::post(self->stream_.get_executor(), [self, r = std::move(r)]() mutable {
+        if (r.render) {
+          auto render = std::move(r.render);
+          render(&r);
+        }
+        self->Write(std::move(r));
+      });
     };
     server_->handler(std::move(req), std::move(reply));
   }

@@ -54,6 +54,11 @@ struct HttpReply {
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;  // extra headers
+  // When set, runs on the connection's I/O thread just before the reply is written and fills in
+  // the fields above. A handler that answers from another thread (a model worker finishing a
+  // batch) uses it to move response encoding off that thread, so the I/O threads encode replies
+  // in parallel while the worker goes on to the next batch.
+  std::function<void(HttpReply*)> render;
 };
 
 // Must be called exactly once per request, from any thread.
