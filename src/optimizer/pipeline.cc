@@ -4,6 +4,7 @@
 
 #include "optimizer/activation_fusion.h"
 #include "optimizer/attention_fusion.h"
+#include "optimizer/bf16_compute.h"
 #include "optimizer/common_subexpression_elimination.h"
 #include "optimizer/constant_folding.h"
 #include "optimizer/conv_bn_fusion.h"
@@ -82,10 +83,14 @@ std::vector<std::unique_ptr<GraphPass>> BuildPipeline(const Model& model, Optimi
   // 10. All level: layout propagation last, on the fused graph (it rewrites fused Convs, and a
   //     BlockedConv is opaque to every pass above, so it must not run before them).
   passes.push_back(std::make_unique<LayoutPropagation>());
-  //     Then MobileNet's 1x1 + 3x3 depthwise pairs, now blocked, into one BlockedConv.
-  passes.push_back(std::make_unique<DepthwiseFusion>());
+  //     Then MobileNet's 1x1 + 3x3 depthwise pairs, now blocked, into one BlockedConv (FP32
+  //     only: the bf16 BlockedConv path does not take a fused depthwise).
+  if (!Bf16Compute::Requested(model)) passes.push_back(std::make_unique<DepthwiseFusion>());
   // 11. The int8 counterpart (NHWC QLinearConv chains), after QdqFusion has formed them.
   passes.push_back(std::make_unique<Int8LayoutPropagation>());
+  // 12. bf16 compute marking (only models that ask for it) after layout propagation: it marks
+  //     BlockedConvs.
+  if (Bf16Compute::Requested(model)) passes.push_back(std::make_unique<Bf16Compute>());
   return passes;
 }
 

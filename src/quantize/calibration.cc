@@ -203,7 +203,43 @@ Status RangeCalibrator::Collect(const Model& model, const std::vector<std::strin
                               });
 }
 
+namespace {
+int KlThresholdBin(const std::vector<double>& hist, int quant_levels);
+}  // namespace
+
+double ExpectedQuantizationError(const std::vector<double>& hist, int threshold, double levels) {
+  const double step = threshold / levels;  // in bins
+  double err = 0;
+  for (size_t j = 0; j < hist.size(); ++j) {
+    const double x = static_cast<double>(j) + 0.5, over = x - threshold;
+    err += hist[j] * (over > 0 ? over * over : step * step / 12);
+  }
+  return err;
+}
+
 int EntropyThresholdBin(const std::vector<double>& hist, int quant_levels) {
+  const int bins = static_cast<int>(hist.size());
+  const int best = KlThresholdBin(hist, quant_levels);
+  // KL only compares distribution shapes: on a narrow distribution far from zero (the pooled
+  // features in front of a classifier) it clips into the bulk of the values. A clip of rare
+  // outliers (at most 1% of the values) is what the method is for; a larger one is kept only when
+  // it lowers the expected squared error.
+  double total = 0, clipped = 0;
+  for (int j = 0; j < bins; ++j) {
+    total += hist[j];
+    if (j >= best) clipped += hist[j];
+  }
+  if (clipped <= 0.01 * total) return best;
+  const double levels = quant_levels >= 256 ? 255.0 : 127.5;
+  return ExpectedQuantizationError(hist, best, levels) <=
+                 ExpectedQuantizationError(hist, bins, levels)
+             ? best
+             : bins;
+}
+
+namespace {
+
+int KlThresholdBin(const std::vector<double>& hist, int quant_levels) {
   const int bins = static_cast<int>(hist.size());
   if (bins <= quant_levels) return bins;
   double best_kl = std::numeric_limits<double>::infinity();
@@ -253,6 +289,8 @@ int EntropyThresholdBin(const std::vector<double>& hist, int quant_levels) {
   }
   return best;
 }
+
+}  // namespace
 
 StatusOr<std::map<std::string, TensorRange>> RangeCalibrator::ComputeRanges() const {
   std::map<std::string, TensorRange> out;

@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include "optimizer/bf16_compute.h"
+#include "optimizer/pipeline.h"
 #include "quantize/model_util.h"
 
 namespace inferd::quantize {
@@ -30,6 +32,13 @@ Status ConvertFloatPrecision(Model& model, const QuantizeOptions& options, Quant
   if (bf16 && opset < 13) {
     return InvalidArgument("bf16 weights need ONNX opset >= 13 (Cast from bfloat16); model has {}",
                            opset);
+  }
+  if (bf16) {
+    // Fold BatchNormalization (and MatMul+Add) first, so the weights rounded to bf16 are the ones
+    // the convolutions use: folding a scale into a bf16 weight at load time would make it FP32
+    // again (and round it twice once inferd computes in bf16).
+    RETURN_IF_ERROR(Optimize(model, OptimizationLevel::kBasic));
+    model.metadata[kComputePrecisionKey] = "bf16";
   }
   Graph& g = model.graph;
   std::set<std::string> excluded(options.exclude.begin(), options.exclude.end());

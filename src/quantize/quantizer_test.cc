@@ -33,6 +33,19 @@ TEST(QuantParamsTest, AsymmetricUInt8CoversRangeAndZero) {
   EXPECT_GT(p.scale, 0.f);
 }
 
+TEST(CalibrationTest, EntropyKeepsTheRangeOfANarrowDistributionFarFromZero) {
+  // Like ResNet-50's pooled features: every value in [0.4, 0.6] of the range. KL alone clips at
+  // about half the range (into the values); the expected-error check keeps the full range.
+  std::vector<double> hist(RangeCalibrator::kBins, 0.0);
+  std::mt19937 rng(2);
+  std::normal_distribution<double> d(1024, 60);
+  for (int i = 0; i < 100000; ++i) hist[std::clamp(static_cast<int>(d(rng)), 0, 2047)] += 1;
+  hist[2047] += 1;
+  const int bin = EntropyThresholdBin(hist, 256);
+  EXPECT_GE(bin, 1300);
+  EXPECT_LE(ExpectedQuantizationError(hist, bin, 255), ExpectedQuantizationError(hist, 700, 255));
+}
+
 TEST(QuantParamsTest, SymmetricWeightsPerChannel) {
   Tensor w = Tensor::FromVector<float>({1.f, -0.5f, 0.25f, 10.f, -20.f, 5.f}, {2, 3});
   std::vector<float> scales;
