@@ -25,6 +25,7 @@ import os
 import platform
 import statistics
 import subprocess
+import tempfile
 import sys
 import time
 
@@ -81,18 +82,35 @@ def command(runtime, args, model, batch, inputs, iters):
 
 
 def run_one(cmd, env, timeout):
-    try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {timeout} s"
+    """Runs one benchmark process; returns (its JSON result plus "peak_rss_mb", error).
+
+    The peak resident set comes from the kernel (wait4's ru_maxrss of that process), the same
+    measure for every runtime whatever it reports about itself."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env)
+        deadline = time.time() + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid == proc.pid:
+                break
+            if time.time() > deadline:
+                proc.kill()
+                os.wait4(proc.pid, 0)
+                return None, f"timed out after {timeout} s"
+            time.sleep(0.02)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
     if proc.returncode != 0:
-        lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
+        lines = [l for l in stderr.strip().splitlines() if l.strip()]
         return None, (lines[-1] if lines else f"exit code {proc.returncode}")[:200]
     try:
-        return json.loads(proc.stdout.strip().splitlines()[-1]), None
+        result = json.loads(stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        return None, f"unparseable output: {proc.stdout[-200:]!r}"
+        return None, f"unparseable output: {stdout[-200:]!r}"
+    result["peak_rss_mb"] = usage.ru_maxrss / 1024.0
+    return result, None
 
 
 def fmt_ms(v):
@@ -142,6 +160,7 @@ def main():
 
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     samples = {(m, b, r): [] for m, b in configs for r in runtimes}
+    rss = {(m, b, r): [] for m, b in configs for r in runtimes}
     errors = {}
     raw = []
     start = time.time()
@@ -163,9 +182,10 @@ def main():
                     print(f"round {rnd + 1} {tag} {runtime}: FAILED: {err}", flush=True)
                     continue
                 samples[key] += result["samples_ms"]
+                rss[key].append(result["peak_rss_mb"])
                 raw.append(dict(result, config=tag, round=rnd + 1, runtime=runtime))
                 print(f"round {rnd + 1} {tag} {runtime}: median {result['median_ms']:.2f} ms "
-                      f"over {iters}", flush=True)
+                      f"over {iters}, peak RSS {result['peak_rss_mb']:.0f} MiB", flush=True)
 
     def median(key):
         return statistics.median(samples[key]) if samples[key] else None
@@ -176,6 +196,7 @@ def main():
     if "inferd" in runtimes:
         header += [f"inferd/{'ORT' if r == 'onnxruntime' else 'PyTorch'}"
                    for r in runtimes if r != "inferd"]
+    header += [f"{r} peak RSS MiB" for r in runtimes]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for model, batch in configs:
         name = model + (f" (seq {args.seq})" if model == "bert_base" else "")
@@ -193,6 +214,9 @@ def main():
                     continue
                 mo = median((model, batch, r))
                 row.append(f"{mi / mo:.2f}" if mi is not None and mo is not None else "–")
+        for r in runtimes:  # median over the processes of that row
+            v = rss[(model, batch, r)]
+            row.append(f"{statistics.median(v):.0f}" if v else "–")
         lines.append("| " + " | ".join(row) + " |")
     notes = [f"- {m} batch {b} {r}: {e}" for (m, b, r), e in errors.items()]
     cpu = platform.processor() or platform.machine()
@@ -203,7 +227,8 @@ def main():
         pass
     footer = (f"{args.threads} threads, {args.rounds} rounds round-robin, median of all timed "
               f"samples (batch 1: {args.iters}/process, larger: {args.iters_large}/process, "
-              f"{args.warmup} warmup); {cpu}, {os.cpu_count()} logical CPUs; "
+              f"{args.warmup} warmup); peak RSS: the process's ru_maxrss (median over its "
+              f"processes); {cpu}, {os.cpu_count()} logical CPUs; "
               f"took {time.time() - start:.0f} s.")
     table = "\n".join(lines + [""] + ([("Errors:")] + notes + [""] if notes else []) + [footer])
     print()

@@ -3,6 +3,7 @@
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 
 #include <cstring>
 #include <fstream>
@@ -20,12 +21,16 @@ StatusOr<std::string> ReadFile(const fs::path& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return NotFound("file not found: {}", path.string());
   if (fs::is_directory(path, ec)) return InvalidArgument("{} is a directory", path.string());
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return NotFound("cannot open {}: {}", path.string(), std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Internal("error reading {}", path.string());
-  return ss.str();
+  // One buffer of the file's size (a stringstream would hold the file twice at its peak).
+  std::string bytes(static_cast<size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (in.bad() || in.gcount() != static_cast<std::streamsize>(bytes.size())) {
+    return Internal("error reading {}", path.string());
+  }
+  return bytes;
 }
 
 // Copies `count` elements of a repeated proto field into the tensor, converting each.
@@ -104,7 +109,8 @@ StatusOr<ValueInfo> ConvertValueInfo(const onnx::ValueInfoProto& p) {
 }
 
 StatusOr<std::shared_ptr<Graph>> ConvertGraph(const onnx::GraphProto& gp, const fs::path& base_dir,
-                                              bool is_subgraph);
+                                              bool is_subgraph,
+                                              onnx::GraphProto* release_from = nullptr);
 
 StatusOr<Attribute> ConvertAttribute(const onnx::AttributeProto& a, const fs::path& base_dir) {
   Attribute out;
@@ -156,19 +162,26 @@ StatusOr<Attribute> ConvertAttribute(const onnx::AttributeProto& a, const fs::pa
   return out;
 }
 
+// `release_from`: the same graph, mutable; each initializer's bytes are freed there once copied,
+// so a large model is not held twice while it loads.
 StatusOr<std::shared_ptr<Graph>> ConvertGraph(const onnx::GraphProto& gp, const fs::path& base_dir,
-                                              bool is_subgraph) {
+                                              bool is_subgraph,
+                                              onnx::GraphProto* release_from) {
   auto g = std::make_shared<Graph>();
   g->name = gp.name();
   if (gp.sparse_initializer_size() > 0) {
     return Unimplemented("graph '{}' uses sparse initializers, which are not supported",
                          gp.name());
   }
-  for (const auto& init : gp.initializer()) {
+  for (int i = 0; i < gp.initializer_size(); ++i) {
+    const onnx::TensorProto& init = gp.initializer(i);
     if (init.name().empty()) return InvalidArgument("graph '{}' has an unnamed initializer", g->name);
     StatusOr<Tensor> t = TensorFromProto(init, base_dir);
     if (!t.ok()) return t.status().WithContext(fmt::format("initializer '{}'", init.name()));
     g->initializers[init.name()] = std::move(t).value();
+    if (release_from != nullptr) {
+      std::string().swap(*release_from->mutable_initializer(i)->mutable_raw_data());
+    }
   }
   for (const auto& in : gp.input()) {
     ASSIGN_OR_RETURN(ValueInfo vi, ConvertValueInfo(in));
@@ -305,13 +318,15 @@ StatusOr<Tensor> LoadTensorProtoFile(const fs::path& path, std::string* name) {
   return TensorFromProto(proto, path.parent_path());
 }
 
-StatusOr<Model> ParseOnnxModel(const std::string& bytes, const fs::path& base_dir,
-                               const ImportOptions& options) {
-  onnx::ModelProto mp;
-  if (bytes.empty()) return InvalidArgument("model is empty (0 bytes)");
-  if (!mp.ParseFromString(bytes)) {
-    return InvalidArgument("not a valid ONNX model: protobuf parse failed (corrupt or truncated)");
-  }
+namespace {
+
+constexpr const char* kParseFailed =
+    "not a valid ONNX model: protobuf parse failed (corrupt or truncated)";
+
+// Checks, infers shapes and converts a parsed model; frees the proto's initializer bytes as it
+// copies them.
+StatusOr<Model> ConvertModel(onnx::ModelProto& mp, const fs::path& base_dir,
+                             const ImportOptions& options) {
   if (!mp.has_graph()) return InvalidArgument("not a valid ONNX model: it has no graph");
   if (mp.functions_size() > 0) {
     return Unimplemented("model-local functions are not supported ({} defined)",
@@ -352,15 +367,39 @@ StatusOr<Model> ParseOnnxModel(const std::string& bytes, const fs::path& base_di
     model.opsets[op.domain() == "ai.onnx" ? "" : op.domain()] = op.version();
   }
   for (const auto& kv : mp.metadata_props()) model.metadata[kv.key()] = kv.value();
-  ASSIGN_OR_RETURN(std::shared_ptr<Graph> g, ConvertGraph(mp.graph(), base_dir, false));
+  ASSIGN_OR_RETURN(std::shared_ptr<Graph> g,
+                   ConvertGraph(mp.graph(), base_dir, false, mp.mutable_graph()));
   model.graph = std::move(*g);
   RETURN_IF_ERROR(SortSubgraphs(model.graph));
   return model;
 }
 
+}  // namespace
+
+StatusOr<Model> ParseOnnxModel(const std::string& bytes, const fs::path& base_dir,
+                               const ImportOptions& options) {
+  onnx::ModelProto mp;
+  if (bytes.empty()) return InvalidArgument("model is empty (0 bytes)");
+  if (!mp.ParseFromString(bytes)) return InvalidArgument("{}", kParseFailed);
+  return ConvertModel(mp, base_dir, options);
+}
+
 StatusOr<Model> LoadOnnxModel(const fs::path& path, const ImportOptions& options) {
-  ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
-  StatusOr<Model> model = ParseOnnxModel(bytes, path.parent_path(), options);
+  // Parsed straight from the file: no copy of the file's bytes next to the parsed proto.
+  StatusOr<Model> model = [&]() -> StatusOr<Model> {
+    std::error_code ec;
+    if (!fs::exists(path, ec)) return NotFound("file not found: {}", path.string());
+    if (fs::is_directory(path, ec)) return InvalidArgument("{} is a directory", path.string());
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return NotFound("cannot open {}: {}", path.string(), std::strerror(errno));
+    if (fs::file_size(path, ec) == 0) return InvalidArgument("model is empty (0 bytes)");
+    onnx::ModelProto mp;
+    google::protobuf::io::IstreamInputStream stream(&in);
+    if (!mp.ParseFromZeroCopyStream(&stream) || in.bad()) {
+      return InvalidArgument("{}", kParseFailed);
+    }
+    return ConvertModel(mp, path.parent_path(), options);
+  }();
   if (!model.ok()) return model.status().WithContext(path.string());
   return model;
 }

@@ -27,6 +27,19 @@ struct PlannedOut {
 
 enum class MemoryMode { kHeap, kRecord, kPlanned };
 
+// Values of enclosing scopes that the node's subgraphs (If/Loop/Scan bodies) read.
+std::vector<std::string> CapturedValues(const Node& node) {
+  std::vector<std::string> names;
+  for (const auto& [key, attr] : node.attributes) {
+    std::vector<std::shared_ptr<Graph>> subs = attr.graphs;
+    if (attr.g) subs.push_back(attr.g);
+    for (const auto& sub : subs) {
+      for (const auto& name : sub->OuterScopeValues()) names.push_back(name);
+    }
+  }
+  return names;
+}
+
 class Frame final : public ExecutionFrame {
  public:
   Frame(const std::unordered_map<std::string, int>& slots, size_t n, const ExecutionFrame* parent)
@@ -190,6 +203,7 @@ StatusOr<std::shared_ptr<GraphExecutor>> GraphExecutor::Create(
     ASSIGN_OR_RETURN(const KernelDef* def, provider->Registry().Find(node, opset, types));
     KernelInfo info(node, opset, graph, options.num_threads, make_subgraph);
     Step step;
+    step.released.clear();
     step.node = &node;
     StatusOr<std::unique_ptr<OpKernel>> kernel = [&]() -> StatusOr<std::unique_ptr<OpKernel>> {
       try {
@@ -200,6 +214,7 @@ StatusOr<std::shared_ptr<GraphExecutor>> GraphExecutor::Create(
     }();
     if (!kernel.ok()) return kernel.status().WithContext(node.Describe());
     step.kernel = std::move(kernel).value();
+    for (size_t i = 0; i < node.inputs.size(); ++i) step.released.push_back(info.Released(i));
     for (const auto& in : node.inputs) step.inputs.push_back(in.empty() ? -1 : ex->SlotOf(in));
     for (const auto& out : node.outputs) step.outputs.push_back(out.empty() ? -1 : ex->SlotOf(out));
     for (size_t o = 0; o < node.outputs.size(); ++o) {
@@ -213,6 +228,26 @@ StatusOr<std::shared_ptr<GraphExecutor>> GraphExecutor::Create(
       return InvalidArgument("graph output '{}' is never produced", vi.name);
     }
     ex->output_slots_.push_back(ex->slots_.at(vi.name));
+  }
+
+  if (options.release_constants) {
+    // An initializer every reader released (and no subgraph or graph output reads) is replaced by
+    // a placeholder of the same type and shape; its owner may then free it.
+    std::unordered_set<int> needed(ex->output_slots_.begin(), ex->output_slots_.end());
+    for (const Step& step : ex->steps_) {
+      for (size_t i = 0; i < step.inputs.size(); ++i) {
+        if (step.inputs[i] >= 0 && !step.released[i]) needed.insert(step.inputs[i]);
+      }
+      for (const std::string& name : CapturedValues(*step.node)) {
+        if (auto it = ex->slots_.find(name); it != ex->slots_.end()) needed.insert(it->second);
+      }
+    }
+    for (auto& [slot, tensor] : ex->constant_slots_) {
+      if (needed.count(slot)) continue;
+      ex->placeholders_.push_back(Tensor::View(tensor->dtype(), tensor->shape(), nullptr));
+      tensor = &ex->placeholders_.back();
+      ex->releasable_.push_back(ex->slot_names_[slot]);
+    }
   }
 
   // Lifetimes: a slot produced by a step is released after its last consumer, unless it is a graph

@@ -21,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -41,6 +42,10 @@ struct ExecutorOptions {
   bool plan_memory = true;
   // Input shape signatures whose plans each run context keeps.
   size_t max_cached_plans = 8;
+  // Initializers whose every reader released them (KernelInfo::ReleaseConstantInput) are fed to
+  // the kernels as data-less placeholders, and listed by ReleasableInitializers() for the owner of
+  // the graph to free. Off: the executor keeps pointing at the graph's tensors.
+  bool release_constants = false;
 };
 
 // Values of one run of one graph; the parent is the frame of the enclosing graph (for subgraphs).
@@ -94,6 +99,9 @@ class GraphExecutor {
              const ExecutionFrame* parent = nullptr) const;
 
   MemoryPlanStats memory_stats() const;
+  // Initializers no step reads any more (ExecutorOptions::release_constants): the graph's owner
+  // may erase them.
+  const std::vector<std::string>& ReleasableInitializers() const { return releasable_; }
 
   // Per-node timing (wall clock around each Compute, summed over runs; costs two clock reads per
   // node). Profile() lists nodes in execution order.
@@ -109,6 +117,7 @@ class GraphExecutor {
     std::vector<int> outputs;        // value slot per output; -1 for omitted
     std::vector<int> release_after;  // slots whose last use is this step
     std::vector<int> inplace_input;  // per output: OpKernel::InPlaceInput, -1 for none
+    std::vector<bool> released;      // per input: KernelInfo::ReleaseConstantInput
   };
   struct RunContext;
   struct ExecutionPlan;
@@ -129,6 +138,8 @@ class GraphExecutor {
   std::vector<int> input_slots_;
   std::vector<int> output_slots_;
   std::vector<std::pair<int, const Tensor*>> constant_slots_;  // initializers
+  std::vector<std::string> releasable_;
+  std::list<Tensor> placeholders_;  // data-less stand-ins for released initializers
   std::vector<int> outer_slots_;                               // captured from parent frames
   std::vector<int> slot_last_step_;  // step after which a produced slot is released; graph outputs:
                                      // steps_.size()

@@ -46,6 +46,16 @@ class KernelInfo {
   const ValueInfo* InputInfo(size_t i) const;
   // The constant value of input i if it is an initializer that no graph input shadows, else null.
   const Tensor* ConstantInput(size_t i) const;
+  // Declares that the kernel keeps what it needs of constant input i (e.g. a packed copy of a
+  // weight, holding the initializer's buffer only until it has packed it) and never reads its data
+  // in Compute. When every reader of an initializer says so, the session frees it (no second copy
+  // of the weights stays resident); Compute then sees a tensor of the same type and shape whose
+  // data is null.
+  void ReleaseConstantInput(size_t i) const {
+    if (i >= released_.size()) released_.resize(i + 1, false);
+    released_[i] = true;
+  }
+  bool Released(size_t i) const { return i < released_.size() && released_[i]; }
   // Builds an executor for a subgraph attribute (If/Loop/Scan bodies); values the subgraph captures
   // from enclosing scopes are resolved at run time through the KernelContext.
   StatusOr<std::shared_ptr<GraphExecutor>> CreateSubgraph(const Graph& subgraph) const {
@@ -58,6 +68,7 @@ class KernelInfo {
   const Graph& graph_;
   int num_threads_;
   std::function<StatusOr<std::shared_ptr<GraphExecutor>>(const Graph&)> make_subgraph_;
+  mutable std::vector<bool> released_;
 };
 
 // What a kernel sees while it runs: its input tensors and the slots for its outputs.

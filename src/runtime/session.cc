@@ -31,8 +31,14 @@ StatusOr<std::unique_ptr<Session>> Session::Create(Model model, const SessionOpt
   for (const ValueInfo& vi : s->model_->graph.inputs) {
     if (!s->model_->graph.IsInitializer(vi.name)) s->required_inputs_.push_back(vi);
   }
+  ex_opts.release_constants = !options.keep_initializers;
   ASSIGN_OR_RETURN(s->executor_,
                    GraphExecutor::Create(s->model_->graph, *s->model_, CpuProvider(), ex_opts));
+  // Weights the kernels hold packed copies of leave the graph: their buffers are freed once
+  // packed (at the first run of each kernel), so they are resident once, not twice.
+  for (const std::string& name : s->executor_->ReleasableInitializers()) {
+    s->model_->graph.initializers.erase(name);
+  }
   return s;
 }
 

@@ -30,6 +30,10 @@ struct SessionOptions {
   ImportOptions import;
   // Graph optimizations applied before the model is planned (see src/optimizer/pipeline.h).
   OptimizationLevel optimization_level = OptimizationLevel::kAll;
+  // Keep every initializer in model(). By default weights that kernels hold packed copies of are
+  // erased from the graph (freed after their first packing), so model() is no longer complete:
+  // set this to serialize model() after creating the session.
+  bool keep_initializers = false;
 };
 
 class Session {
@@ -38,6 +42,7 @@ class Session {
                                                    const SessionOptions& options = {});
   static StatusOr<std::unique_ptr<Session>> Create(Model model, const SessionOptions& options = {});
 
+  // The optimized model; without keep_initializers, minus the weights the kernels took over.
   const Model& model() const { return *model_; }
   // Graph inputs that must be fed (in order) and the outputs Run produces (in order). Graph inputs
   // that shadow an initializer are optional: the initializer is their default, and they can be

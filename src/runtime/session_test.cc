@@ -121,6 +121,53 @@ TEST(SessionTest, ConcurrentRunsAgree) {
   EXPECT_EQ(mismatches.load(), 0);
 }
 
+// y = MatMul(x, w), z = MatMul(x, shared), t = Transpose(shared): both MatMuls pack their weight
+// and release it; Transpose reads "shared" itself, so it stays in the graph.
+Model PackedWeightModel() {
+  Model m;
+  m.opsets[""] = 13;
+  Graph& g = m.graph;
+  g.name = "packed";
+  g.inputs = {Decl("x", DataType::kFloat32, {-1, 8})};
+  g.outputs = {Decl("y", DataType::kFloat32, {-1, 8}), Decl("z", DataType::kFloat32, {-1, 8}),
+               Decl("t", DataType::kFloat32, {8, 8})};
+  g.initializers["w"] = testing::RandomFloat({8, 8}, -1, 1, 3);
+  g.initializers["shared"] = testing::RandomFloat({8, 8}, -1, 1, 4);
+  g.AddNode("MatMul", {"x", "w"}, {"y"}, "mm");
+  g.AddNode("MatMul", {"x", "shared"}, {"z"}, "mm2");
+  g.AddNode("Transpose", {"shared"}, {"t"}, "transpose");
+  return m;
+}
+
+TEST(SessionTest, PackedWeightsLeaveTheGraphUnlessKept) {
+  Tensor x = testing::RandomFloat({3, 8}, -1, 1, 5);
+  SessionOptions keep;
+  keep.optimization_level = OptimizationLevel::kNone;
+  keep.keep_initializers = true;
+  auto kept = Session::Create(PackedWeightModel(), keep);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ((*kept)->model().graph.initializers.size(), 2u);
+  std::vector<Tensor> ref;
+  Status st0 = (*kept)->Run({x}, &ref);
+  ASSERT_TRUE(st0.ok()) << st0.ToString();
+
+  SessionOptions release = keep;
+  release.keep_initializers = false;
+  auto released = Session::Create(PackedWeightModel(), release);
+  ASSERT_TRUE(released.ok()) << released.status().ToString();
+  const auto& inits = (*released)->model().graph.initializers;
+  EXPECT_EQ(inits.count("w"), 0u);       // only the MatMul read it, from its packed copy
+  EXPECT_EQ(inits.count("shared"), 1u);  // Transpose reads the tensor itself
+  for (int i = 0; i < 3; ++i) {  // the recording run packs, planned runs reuse the packed copy
+    std::vector<Tensor> out;
+    Status st = (*released)->Run({x}, &out);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    testing::ExpectTensorNear(out[0], ref[0], 0, 0);
+    testing::ExpectTensorNear(out[1], ref[1], 0, 0);
+    testing::ExpectTensorNear(out[2], ref[2], 0, 0);
+  }
+}
+
 TEST(SessionTest, RejectsNegativeThreadCount) {
   EXPECT_FALSE(Session::Create(AddReluModel(), {.num_threads = -1}).ok());
 }

@@ -148,7 +148,9 @@ StatusOr<std::unique_ptr<Session>> ModelCache::CreateSession(const fs::path& mod
   }
 
   ASSIGN_OR_RETURN(Model model, ParseOnnxModel(bytes, model_path.parent_path(), options.import));
-  ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(std::move(model), options));
+  SessionOptions keep = options;
+  keep.keep_initializers = true;  // the optimized model is serialized below
+  ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(std::move(model), keep));
   auto serialized = SerializeOnnxModel(session->model());
   if (!serialized.ok()) {
     spdlog::warn("compiled-model cache: cannot serialize {}: {}", model_path.string(),

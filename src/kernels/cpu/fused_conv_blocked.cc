@@ -68,6 +68,7 @@ class BlockedConvKernel final : public OpKernel {
     }
     w_shape_ = w->shape();
     w_.Reset(*w);
+    info.ReleaseConstantInput(1);  // Run uses w_shape_ and the packed copies only
     if (node.HasInput(2)) {
       const Tensor* b = info.ConstantInput(2);
       if (b == nullptr || b->dtype() != DataType::kFloat32 || b->NumElements() != w_shape_[0]) {
@@ -97,6 +98,7 @@ class BlockedConvKernel final : public OpKernel {
                              node.Describe(), m);
     }
     dw_w_.Reset(*dw);
+    info.ReleaseConstantInput(4);
     if (node.HasInput(5)) {
       const Tensor* b = info.ConstantInput(5);
       if (b == nullptr || b->dtype() != DataType::kFloat32 || b->NumElements() != m) {

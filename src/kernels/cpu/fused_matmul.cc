@@ -37,6 +37,7 @@ class FusedMatMulKernel final : public OpKernel {
         return InvalidArgument("{}: B must be float32", node.Describe());
       }
       const_b_.Reset(*b);
+      info.ReleaseConstantInput(1);  // Run reads only its shape; plans use the packed copy
     }
     return Status::Ok();
   }
@@ -77,7 +78,9 @@ class FusedMatMulKernel final : public OpKernel {
     }
     if (has_bias_ && !bias) return InvalidArgument("{}: bias is missing", node.Describe());
     if (has_res_ && !res) return InvalidArgument("{}: residual is missing", node.Describe());
-    Tensor* y = ctx.AllocateOutput(0, DataType::kFloat32, out);
+    Tensor* y = rows == 0 || n == 0 || k == 0
+                    ? ctx.AllocateOutput(0, DataType::kFloat32, out)
+                    : ctx.AllocateOutputUninitialized(0, DataType::kFloat32, out);
     if (rows == 0 || n == 0) return Status::Ok();
     if (k == 0) return Unimplemented("{}: K = 0", node.Describe());
     const bool packed = const_b_.defined();

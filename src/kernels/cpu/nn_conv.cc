@@ -55,7 +55,10 @@ class WindowedKernel : public OpKernel {
     group_ = info.node().GetInt("group", 1);
     if (group_ <= 0) return InvalidArgument("{}: group must be > 0", info.node().Describe());
     RETURN_IF_ERROR(ParseFusedActivation(info.node(), &post_ops_));
-    if (const Tensor* w = info.ConstantInput(1)) const_w_.Reset(*w);
+    if (const Tensor* w = info.ConstantInput(1)) {
+      const_w_.Reset(*w);
+      info.ReleaseConstantInput(1);  // Compute reads only its shape; plans use the packed copy
+    }
     if (const Tensor* b = info.ConstantInput(2)) {
       Tensor f = ToFloat32(*b);  // shares a float32 initializer's buffer
       const_b_ = f.owns_data() ? f : f.Clone();

@@ -150,7 +150,10 @@ class MatMulKernel final : public OpKernel {
   Status Init(const KernelInfo& info) override {
     RETURN_IF_ERROR(ParseFusedActivation(info.node(), &post_ops_));
     const Tensor* b = info.ConstantInput(1);
-    if (b && b->rank() == 2 && UsesDnnl(b->dtype())) const_b_.Reset(*b);
+    if (b && b->rank() == 2 && UsesDnnl(b->dtype())) {
+      const_b_.Reset(*b);
+      info.ReleaseConstantInput(1);  // Compute reads only its shape; plans use the packed copy
+    }
     return Status::Ok();
   }
 
@@ -237,7 +240,10 @@ class GemmKernel final : public OpKernel {
     beta_ = node.GetFloat("beta", 1.f);
     RETURN_IF_ERROR(ParseFusedActivation(node, &post_ops_));
     const Tensor* b = info.ConstantInput(1);
-    if (b && b->rank() == 2 && UsesDnnl(b->dtype())) const_b_.Reset(*b);
+    if (b && b->rank() == 2 && UsesDnnl(b->dtype())) {
+      const_b_.Reset(*b);
+      info.ReleaseConstantInput(1);  // Compute reads only its shape; plans use the packed copy
+    }
     return Status::Ok();
   }
 
