@@ -14,7 +14,7 @@ namespace {
 
 // How a node relates to the layout of its inputs.
 struct Role {
-  bool conv = false;            // a 2-D QLinearConv: input 0 may be either layout
+  bool conv = false;            // input 0 may be either layout (2-D QLinearConv, int8 MaxPool)
   std::vector<size_t> follow;   // data inputs whose layout the output follows (all must agree)
 };
 
@@ -33,6 +33,10 @@ Role RoleOf(const GraphEditor& ed, const Node& n) {
     if (w == nullptr || w->rank() != 4) return r;
     r.conv = true;
     if (n.HasInput(9)) r.follow = {9};
+    return r;
+  }
+  if (n.domain == kInferdDomain && n.op_type == "MaxPool") {
+    r.conv = true;
     return r;
   }
   if (std_domain && (n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear") &&
@@ -62,7 +66,7 @@ Attribute IntAttr(int64_t v) {
 
 StatusOr<int> Int8LayoutPropagation::Run(Graph& graph) const {
   for (const auto& n : graph.nodes) {
-    if (n->HasAttribute("x_channels_last")) return 0;
+    if (n->GetInt("y_channels_last", 0) != 0) return 0;  // already laid out
   }
   GraphEditor ed(graph);
   const std::vector<Node*> nodes = ed.Nodes();
@@ -132,7 +136,7 @@ StatusOr<int> Int8LayoutPropagation::Run(Graph& graph) const {
     const bool y = nhwc.count(n->outputs[0]) > 0;
     if (!x && !y) continue;
     ed.EditNode(n, [&](Node& node) {
-      node.domain = kInferdDomain;
+      node.domain = kInferdDomain;  // QLinearConv becomes ai.inferd.QLinearConv
       node.attributes["x_channels_last"] = IntAttr(x);
       node.attributes["y_channels_last"] = IntAttr(y);
     });

@@ -177,5 +177,39 @@ TEST(Int8LayoutPropagationTest, TransposeForNchwReaders) {
   for (size_t i = 0; i < want->size(); ++i) ExpectTensorNear((*got)[i], (*want)[i], 0, 0.04);
 }
 
+// DQ → MaxPool → Q with equal parameters becomes an int8 ai.inferd.MaxPool inside the NHWC chain
+// (ResNet's stem).
+TEST(Int8LayoutPropagationTest, QuantizedMaxPoolInTheChain) {
+  ModelBuilder b(13);
+  b.Input("x", {2, 8, 9, 9});
+  QdqBuilder q(b);
+  std::string x = q.QuantDequant("x", 0.02f, 128);
+  std::string a = q.Conv(x, "c1", {16, 8, 3, 3}, {{"pads", AttrInts({1, 1, 1, 1})}}, true, 0.03f,
+                         0);
+  b.Add("MaxPool", {a}, {"pool"},
+        {{"kernel_shape", AttrInts({3, 3})}, {"strides", AttrInts({2, 2})},
+         {"pads", AttrInts({1, 1, 1, 1})}});
+  std::string p = q.QuantDequant("pool", 0.03f, 0);
+  std::string c = q.Conv(p, "c2", {8, 16, 1, 1}, {}, false, 0.05f, 128);
+  b.Output(c);
+  const Model model = b.Build();
+  Model all = Optimized(model, nullptr, OptimizationLevel::kAll);
+  int pools = 0;
+  for (const auto& n : all.graph.nodes) {
+    if (n->op_type != "MaxPool") continue;
+    ++pools;
+    EXPECT_EQ(n->domain, "ai.inferd");
+    EXPECT_EQ(n->GetInt("x_channels_last", 0), 1);
+    EXPECT_EQ(n->GetInt("y_channels_last", 0), 1);
+  }
+  EXPECT_EQ(pools, 1);
+  std::vector<Tensor> in = {RandomFloat({2, 8, 9, 9}, -2, 2, 8)};
+  auto want = RunModel(CloneModel(model), in, OptimizationLevel::kNone);
+  auto got = RunModel(CloneModel(model), in, OptimizationLevel::kAll);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ExpectTensorNear((*got)[0], (*want)[0], 0, 0.1);
+}
+
 }  // namespace
 }  // namespace inferd::testing

@@ -232,6 +232,34 @@ int FuseConvResidual(GraphEditor& ed) {
   return fired;
 }
 
+// DQ(x_q) → MaxPool → Q with the DQ's scale and zero point  ⇒  ai.inferd.MaxPool(x_q): the max of
+// dequantized values quantizes back to the max of the quantized ones (a monotonic map).
+int FuseQuantizedMaxPool(GraphEditor& ed) {
+  int fired = 0;
+  for (Node* pool : ed.Nodes()) {
+    if (!IsStd(*pool, "MaxPool") || ed.IsRemoved(pool) || pool->outputs.size() != 1 ||
+        pool->GetInt("storage_order", 0) != 0 || pool->GetInts("kernel_shape").size() != 2) {
+      continue;
+    }
+    Node* dq = ed.Producer(pool->inputs[0]);
+    if (!dq || !IsStd(*dq, "DequantizeLinear") || ed.SoleConsumer(dq->outputs[0]) != pool) continue;
+    Node* q = ed.SoleConsumer(pool->outputs[0]);
+    if (!q || !IsStd(*q, "QuantizeLinear") || q->GetInt("saturate", 1) != 1) continue;
+    QParams x, y;
+    if (!dq->HasInput(2) || !PerTensorParams(ed, *dq, &x) || !PerTensorParams(ed, *q, &y)) continue;
+    if (x.scale_value != y.scale_value || x.zp_value != y.zp_value || x.type != y.type) continue;
+    const std::string x_q = dq->inputs[0], out = q->outputs[0];
+    ed.RemoveNode(q);
+    ed.EditNode(pool, [&](Node& n) {
+      n.domain = "ai.inferd";
+      n.inputs = {x_q};
+      n.outputs = {out};
+    });
+    ++fired;
+  }
+  return fired;
+}
+
 }  // namespace
 
 StatusOr<int> QdqFusion::Run(Graph& graph) const {
@@ -287,6 +315,7 @@ StatusOr<int> QdqFusion::Run(Graph& graph) const {
   }
   fired += FuseDequantizeAdd(ed);
   fired += FuseConvResidual(ed);
+  fired += FuseQuantizedMaxPool(ed);
   RETURN_IF_ERROR(ed.Commit());
   return fired;
 }

@@ -6,6 +6,7 @@
 //                                                                  (residual joins, one pass)
 //   QLinearConv → DequantizeAdd(·, its y_scale, y_zp, b)    ⇒  ai.inferd.QLinearConv with Z = b
 //                                                                  (the join as conv post-ops)
+//   DQ(x) → MaxPool → Q(same scale, zero point)              ⇒  ai.inferd.MaxPool on x (int8)
 //
 // Consecutive quantized layers then pass uint8/int8 tensors to each other directly (the DQ → Q
 // pairs between them lose their readers and are removed by dead-node elimination), and QLinearConv

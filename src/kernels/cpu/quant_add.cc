@@ -38,7 +38,7 @@ class DequantizeAddKernel final : public OpKernel {
       return InvalidArgument("DequantizeAdd: b must be float32 of shape {}, got {}",
                              ShapeToString(x->shape()), b->DebugString());
     }
-    Tensor* y = ctx.AllocateOutput(0, DataType::kFloat32, x->shape());
+    Tensor* y = ctx.AllocateOutputUninitialized(0, DataType::kFloat32, x->shape());
     const float s = scale->data<float>()[0];
     const int32_t z = static_cast<int32_t>(zp->GetAsInt64(0));
     auto run = [&](auto tag) {

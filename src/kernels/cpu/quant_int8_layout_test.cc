@@ -164,6 +164,30 @@ TEST(QLinearConvChannelsLastTest, FusedResidualMatchesDequantizeAdd) {
   }
 }
 
+// ai.inferd.MaxPool on uint8/int8, NCHW or NHWC per side, against the standard MaxPool.
+TEST(QuantMaxPoolTest, MatchesMaxPool) {
+  const std::map<std::string, Attribute> attrs = {{"kernel_shape", AttrInts({3, 3})},
+                                                  {"strides", AttrInts({2, 2})},
+                                                  {"pads", AttrInts({1, 1, 1, 1})}};
+  for (bool u8 : {true, false}) {
+    Tensor x = u8 ? RandomInts<uint8_t>({2, 16, 11, 11}, 0, 255, 5)
+                  : RandomInts<int8_t>({2, 16, 11, 11}, -128, 127, 5);
+    auto want = RunNode("MaxPool", attrs, {x}, 1, 13);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    for (bool x_cl : {false, true}) {
+      for (bool y_cl : {false, true}) {
+        auto a = attrs;
+        a["x_channels_last"] = AttrInt(x_cl);
+        a["y_channels_last"] = AttrInt(y_cl);
+        auto got = RunNode("MaxPool", a, {x_cl ? Permute(x, true) : x}, 1, 13, {}, "ai.inferd");
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        ExpectTensorNear((*got)[0], y_cl ? Permute((*want)[0], true) : (*want)[0], 0, 0);
+      }
+    }
+  }
+  EXPECT_FALSE(RunNode("MaxPool", attrs, {RandomFloat({1, 2, 5, 5})}, 1, 13, {}, "ai.inferd").ok());
+}
+
 TEST(QLinearConvChannelsLastTest, BadInputsFail) {
   Case c = Cases()[0];
   Operands o = MakeOperands(c);

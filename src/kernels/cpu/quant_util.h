@@ -61,6 +61,9 @@ namespace inferd::cpu {
 void RegisterQuantConvKernels(KernelRegistry& r);
 // ai.inferd.DequantizeAdd (quant_add.cc); called by RegisterQuantizationKernels.
 void RegisterQuantAddKernels(KernelRegistry& r);
+// ai.inferd.MaxPool over uint8/int8, NCHW or NHWC (quant_pool.cc); called by
+// RegisterQuantizationKernels.
+void RegisterQuantPoolKernels(KernelRegistry& r);
 // ai.inferd.MatMulInt4 / GatherInt4 (quant_int4.cc); called by RegisterQuantizationKernels.
 void RegisterQuantInt4Kernels(KernelRegistry& r);
 }  // namespace inferd::cpu

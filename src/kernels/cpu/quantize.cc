@@ -107,7 +107,7 @@ class QuantizeLinearKernel final : public OpKernel {
     ASSIGN_OR_RETURN(AxisLayout l, LayoutFor(x->shape(), *scale, axis_, opset_, "QuantizeLinear"));
     ASSIGN_OR_RETURN(auto scales, ReadScales(scale, l.channels, "y_scale"));
     ASSIGN_OR_RETURN(auto zps, ReadZeroPoints(zp, l.channels, "y_zero_point"));
-    Tensor* y = ctx.AllocateOutput(0, out_type, x->shape());
+    Tensor* y = ctx.AllocateOutputUninitialized(0, out_type, x->shape());
     if (x->dtype() == DataType::kFloat32) {
       const float* src = x->data<float>();
       ForEachChannelSegment(l, x->NumElements(), [&](int64_t b, int64_t e, int64_t c) {
@@ -187,7 +187,7 @@ class DequantizeLinearKernel final : public OpKernel {
     ASSIGN_OR_RETURN(auto scales, ReadScales(scale, l.channels, "x_scale"));
     ASSIGN_OR_RETURN(auto zps, ReadZeroPoints(zp, l.channels, "x_zero_point"));
     DataType out_type = scale->dtype();
-    Tensor* y = ctx.AllocateOutput(0, out_type, x->shape());
+    Tensor* y = ctx.AllocateOutputUninitialized(0, out_type, x->shape());
     if (out_type == DataType::kFloat32 && IsQuantType(x->dtype())) {
       float* dst = y->data<float>();
       ForEachChannelSegment(l, x->NumElements(), [&](int64_t b, int64_t e, int64_t c) {
@@ -420,6 +420,7 @@ void RegisterQuantizationKernels(KernelRegistry& r) {
         MakeKernel<QLinearMatMulKernel>());
   RegisterQuantConvKernels(r);
   RegisterQuantAddKernels(r);
+  RegisterQuantPoolKernels(r);
   RegisterQuantInt4Kernels(r);
 }
 
