@@ -15,6 +15,7 @@
 #include "tools/quantize_command.h"
 #include "tools/run_command.h"
 #include "tools/serve_command.h"
+#include "tools/memory_policy.h"
 #include "tools/thread_policy.h"
 
 namespace {
@@ -137,6 +138,7 @@ int Main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   inferd::tools::EnsureBoundedOpenMpSpin(argv);  // see thread_policy.h: no spinning by default
+  inferd::tools::UseFixedMmapThreshold();        // see memory_policy.h: peak RSS
   // No exception may escape (CLI11 and the standard library throw); report it as one line.
   try {
     return Main(argc, argv);
