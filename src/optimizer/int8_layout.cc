@@ -1,5 +1,6 @@
 #include "optimizer/int8_layout.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -85,7 +86,7 @@ StatusOr<int> Int8LayoutPropagation::Run(Graph& graph) const {
     for (size_t i : it->second.follow) all = all && nhwc.count(n->inputs[i]) > 0;
     if (all) nhwc.insert(n->outputs[0]);
   }
-  // Backward: keep a value NHWC only while some reader takes it so.
+  // Backward: keep a value NHWC only while some reader takes it so (and no subgraph captures it).
   auto reads_nhwc = [&](const Node* c, const std::string& v) {
     auto it = roles.find(c);
     if (it == roles.end()) return false;
@@ -105,11 +106,17 @@ StatusOr<int> Int8LayoutPropagation::Run(Graph& graph) const {
   for (bool changed = true; changed;) {
     changed = false;
     for (auto it = nhwc.begin(); it != nhwc.end();) {
-      bool keep = !ed.IsGraphOutput(*it);
+      bool keep = !ed.IsGraphOutput(*it), captured = false;
       if (keep) {
         keep = false;
-        for (const Node* c : ed.Consumers(*it)) keep = keep || reads_nhwc(c, *it);
+        for (const Node* c : ed.Consumers(*it)) {
+          keep = keep || reads_nhwc(c, *it);
+          // A subgraph capturing the value would need the Transpose inside it: stay NCHW.
+          captured = captured || std::find(c->inputs.begin(), c->inputs.end(), *it) ==
+                                     c->inputs.end();
+        }
       }
+      keep = keep && !captured;
       if (keep) {
         ++it;
       } else {
