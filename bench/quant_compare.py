@@ -37,6 +37,7 @@ VARIANTS = {
     "ort_fp32": ("ort", None),
     "inferd_fp32": ("inferd", None),
     "inferd_int8": ("inferd", ["--precision", "int8", "--samples", "32"]),
+    "inferd_bf16": ("inferd", ["--precision", "bf16"]),  # bf16 compute (optimizer/bf16_compute.h)
 }
 BASELINE = "ort_fp32"
 

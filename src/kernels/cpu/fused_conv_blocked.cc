@@ -14,6 +14,12 @@
 // 1x1 rows are still in cache, so the wide intermediate never goes to memory; for shapes where
 // oneDNN only offers its reference fusion (small spatial sizes) the two run back to back through
 // a per-thread intermediate buffer.
+//
+// bf16 compute (attributes from optimizer/bf16_compute.h, not with a depthwise fusion):
+// compute_bf16 = 1 packs W as bf16 and runs oneDNN's bf16 convolution (f32 accumulation, f32
+// bias); x_bf16 / z_bf16 / y_bf16 = 1 mean that blocked X / Z / Y hold bf16 values
+// (DataType::kBFloat16, same blocked shape), so chains of bf16 convolutions move half the bytes.
+// float32 sides are converted by the boundary reorders.
 #include <cstring>
 #include <map>
 #include <memory>
@@ -56,6 +62,17 @@ class BlockedConvKernel final : public OpKernel {
     x_blocked_ = node.GetInt("x_blocked", 0) != 0;
     z_blocked_ = node.GetInt("z_blocked", 0) != 0;
     y_blocked_ = node.GetInt("y_blocked", 0) != 0;
+    bf16_ = node.GetInt("compute_bf16", 0) != 0;
+    x_bf16_ = node.GetInt("x_bf16", 0) != 0;
+    z_bf16_ = node.GetInt("z_bf16", 0) != 0;
+    y_bf16_ = node.GetInt("y_bf16", 0) != 0;
+    if ((x_bf16_ && !x_blocked_) || (z_bf16_ && !z_blocked_) || (y_bf16_ && !y_blocked_) ||
+        (!bf16_ && (x_bf16_ || z_bf16_ || y_bf16_)) || (bf16_ && node.HasInput(4))) {
+      return InvalidArgument(
+          "{}: bf16 X/Z/Y need that side blocked and compute_bf16, which excludes a depthwise "
+          "fusion",
+          node.Describe());
+    }
     has_sum_ = node.HasInput(3);
     if (has_sum_) post_ops_.append_sum(1.f);
     RETURN_IF_ERROR(ParseFusedActivation(node, &post_ops_));
@@ -121,7 +138,7 @@ class BlockedConvKernel final : public OpKernel {
   // Y may take over the residual Z's buffer when both have the same layout: the sum post-op then
   // accumulates onto Z where it lies instead of copying it into Y first.
   int InPlaceInput(size_t output) const override {
-    return output == 0 && has_sum_ && z_blocked_ == y_blocked_ ? 3 : -1;
+    return output == 0 && has_sum_ && z_blocked_ == y_blocked_ && z_bf16_ == y_bf16_ ? 3 : -1;
   }
 
  private:
@@ -130,10 +147,12 @@ class BlockedConvKernel final : public OpKernel {
     const Tensor* x = ctx.Input(0);
     const Tensor* z = has_sum_ ? ctx.Input(3) : nullptr;
     const int64_t c = w_shape_[1] * group_, m = w_shape_[0];
-    if (!x || x->dtype() != DataType::kFloat32 || x->rank() != 4 ||
+    const DataType x_type = x_bf16_ ? DataType::kBFloat16 : DataType::kFloat32;
+    if (!x || x->dtype() != x_type || x->rank() != 4 ||
         x->dim(1) != (x_blocked_ ? RoundUp(c) : c)) {
-      return InvalidArgument("{}: X must be float32 [N, {}, H, W]{}", node.Describe(),
-                             x_blocked_ ? RoundUp(c) : c, x_blocked_ ? " (nChw16c)" : "");
+      return InvalidArgument("{}: X must be {} [N, {}, H, W]{}", node.Describe(),
+                             DataTypeName(x_type), x_blocked_ ? RoundUp(c) : c,
+                             x_blocked_ ? " (nChw16c)" : "");
     }
     if (m % group_ != 0) return InvalidArgument("{}: M not divisible by group", node.Describe());
     const Shape xs = {x->dim(0), c, x->dim(2), x->dim(3)};
@@ -142,12 +161,14 @@ class BlockedConvKernel final : public OpKernel {
     const Shape y_shape = {os[0], y_blocked_ ? RoundUp(m) : m, os[2], os[3]};
     if (has_sum_) {
       const Shape z_shape = {os[0], z_blocked_ ? RoundUp(m) : m, os[2], os[3]};
-      if (!z || z->dtype() != DataType::kFloat32 || z->shape() != z_shape) {
-        return InvalidArgument("{}: residual Z must be float32 {}", node.Describe(),
-                               ShapeToString(z_shape));
+      const DataType z_type = z_bf16_ ? DataType::kBFloat16 : DataType::kFloat32;
+      if (!z || z->dtype() != z_type || z->shape() != z_shape) {
+        return InvalidArgument("{}: residual Z must be {} {}", node.Describe(),
+                               DataTypeName(z_type), ShapeToString(z_shape));
       }
     }
-    Tensor* y = ctx.AllocateOutputUninitialized(0, DataType::kFloat32, y_shape);
+    Tensor* y = ctx.AllocateOutputUninitialized(
+        0, y_bf16_ ? DataType::kBFloat16 : DataType::kFloat32, y_shape);
     if (NumElements(os) == 0) return Status::Ok();
     dnnl::engine& eng = DnnlEngine();
     dnnl::stream s(eng);
@@ -166,8 +187,7 @@ class BlockedConvKernel final : public OpKernel {
     memory out(plan->out_dst_md, eng, y->raw_data());
     memory dst = plan->dst_md == plan->out_dst_md ? out : scratch(plan->dst_md, 1);
     if (z) {  // the sum post-op accumulates onto what dst holds: Z in the primitive's layout
-      const memory::desc z_md = z_blocked_ ? memory::desc(ToDims(os), memory::data_type::f32,
-                                                          tag::nChw16c)
+      const memory::desc z_md = z_blocked_ ? memory::desc(ToDims(os), Type(z_bf16_), tag::nChw16c)
                                            : PlainDesc(ToDims(os));
       if (z_md == plan->dst_md) {
         if (dst.get_data_handle() != z->raw_data()) {  // not in place (InPlaceInput)
@@ -222,23 +242,27 @@ class BlockedConvKernel final : public OpKernel {
       plan->out_logical[2] = (conv_out[2] - 1) / dw_stride_ + 1;
       plan->out_logical[3] = (conv_out[3] - 1) / dw_stride_ + 1;
     }
-    const auto f32 = memory::data_type::f32;
+    const auto f32 = memory::data_type::f32, compute = Type(bf16_);
     memory::dims wdims = ToDims(w_shape_);
     if (group_ > 1) wdims = {group_, m / group_, w_shape_[1], w_shape_[2], w_shape_[3]};
-    plan->given_src_md = x_blocked_ ? memory::desc(ToDims(xs), f32, tag::nChw16c)
+    plan->given_src_md = x_blocked_ ? memory::desc(ToDims(xs), Type(x_bf16_), tag::nChw16c)
                                     : PlainDesc(ToDims(xs));
-    plan->out_dst_md = y_blocked_ ? memory::desc(ToDims(plan->out_logical), f32, tag::nChw16c)
-                                  : PlainDesc(ToDims(plan->out_logical));
+    plan->out_dst_md = y_blocked_
+                           ? memory::desc(ToDims(plan->out_logical), Type(y_bf16_), tag::nChw16c)
+                           : PlainDesc(ToDims(plan->out_logical));
     // Blocked sides are fixed to nChw16c so neighbours agree without talking; a plain side lets
     // oneDNN choose and is reordered at the boundary. A depthwise pair keeps its intermediate
     // blocked.
+    // bf16 compute reads bf16: a float32 X (plain or blocked) is converted by the source reorder.
     const memory::desc src_md =
-        x_blocked_ ? plan->given_src_md : memory::desc(ToDims(xs), f32, tag::any);
+        x_blocked_ && x_bf16_ == bf16_
+            ? plan->given_src_md
+            : memory::desc(ToDims(xs), compute, x_blocked_ ? tag::nChw16c : tag::any);
     const memory::desc dst_md =
         has_dw_ ? memory::desc(ToDims(conv_out), f32, tag::nChw16c)
         : y_blocked_ ? plan->out_dst_md
                      : memory::desc(ToDims(conv_out), f32, tag::any);
-    const memory::desc w_any(wdims, f32, tag::any), bias_md({m}, f32, tag::a);
+    const memory::desc w_any(wdims, compute, tag::any), bias_md({m}, f32, tag::a);
     const auto prop = dnnl::prop_kind::forward_inference;
     const auto alg = dnnl::algorithm::convolution_direct;
     const memory::dims st = ToDims(g.strides), dil = DnnlDilations(g.dilations),
@@ -296,7 +320,12 @@ class BlockedConvKernel final : public OpKernel {
 
   WindowAttrs attrs_;
   int64_t group_ = 1;
+  static memory::data_type Type(bool bf16) {
+    return bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  }
+
   bool x_blocked_ = false, z_blocked_ = false, y_blocked_ = false, has_sum_ = false;
+  bool bf16_ = false, x_bf16_ = false, z_bf16_ = false, y_bf16_ = false;
   dnnl::post_ops post_ops_;
   Shape w_shape_;
   PackedWeights w_;  // one packed copy per layout, shared by every shape's plan
@@ -316,7 +345,7 @@ void RegisterBlockedConvKernel(KernelRegistry& r) {
   KernelDef def;
   def.domain = kInferdDomain;
   def.op_type = "BlockedConv";
-  def.types = {DataType::kFloat32};
+  def.types = {DataType::kFloat32, DataType::kBFloat16};  // X: bf16 between bf16 convolutions
   def.factory = MakeKernel<BlockedConvKernel>();
   r.Register(std::move(def));
 }
