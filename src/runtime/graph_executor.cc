@@ -330,6 +330,7 @@ Status GraphExecutor::RunSteps(std::span<const Tensor> inputs, std::vector<Tenso
     if (plan && context->arena.Reserve(plan->stats.arena_bytes)) {
       frame.mode = MemoryMode::kPlanned;
       frame.arena_base = context->arena.data();
+      if (options_.poison_arena) std::memset(frame.arena_base, 0xFF, plan->stats.arena_bytes);
     } else if (!plan) {
       frame.mode = MemoryMode::kRecord;
       rec = &context->recording;

@@ -46,6 +46,9 @@ struct ExecutorOptions {
   // the kernels as data-less placeholders, and listed by ReleasableInitializers() for the owner of
   // the graph to free. Off: the executor keeps pointing at the graph's tensors.
   bool release_constants = false;
+  // Debugging: fill the arena with 0xFF bytes (float NaN) before every planned run, so a kernel
+  // that reads output memory it did not write (e.g. relies on a zero fill it skipped) shows up.
+  bool poison_arena = false;
 };
 
 // Values of one run of one graph; the parent is the frame of the enclosing graph (for subgraphs).

@@ -32,6 +32,7 @@ StatusOr<std::unique_ptr<Session>> Session::Create(Model model, const SessionOpt
     if (!s->model_->graph.IsInitializer(vi.name)) s->required_inputs_.push_back(vi);
   }
   ex_opts.release_constants = !options.keep_initializers;
+  ex_opts.poison_arena = options.poison_arena;
   ASSIGN_OR_RETURN(s->executor_,
                    GraphExecutor::Create(s->model_->graph, *s->model_, CpuProvider(), ex_opts));
   // Weights the kernels hold packed copies of leave the graph: their buffers are freed once

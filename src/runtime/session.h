@@ -34,6 +34,8 @@ struct SessionOptions {
   // erased from the graph (freed after their first packing), so model() is no longer complete:
   // set this to serialize model() after creating the session.
   bool keep_initializers = false;
+  // Debugging (ExecutorOptions::poison_arena): NaN-fill the activation arena before every run.
+  bool poison_arena = false;
 };
 
 class Session {

@@ -58,6 +58,11 @@ int Main(int argc, char** argv) {
   run_cmd->add_option("--threads,-t", run.threads, "Intra-op threads (0 = all cores)")
       ->check(CLI::Range(0, 4096));
   run_cmd->add_option("--seed", run.seed, "Seed for random inputs");
+  run_cmd->add_option("--runs", run.runs,
+                      "Run N times (planned memory from run 2); outputs must match run 1")
+      ->check(CLI::Range(1, 1000000));
+  run_cmd->add_flag("--poison-arena", run.poison_arena,
+                    "Debugging: NaN-fill the activation arena before every run");
 
   std::string inspect_model;
   CLI::App* inspect_cmd = app.add_subcommand(

@@ -1,5 +1,7 @@
 #include "tools/run_command.h"
 
+#include <cstring>
+
 #include <chrono>
 #include <random>
 #include <system_error>
@@ -50,8 +52,10 @@ Status WithPath(const Status& status, const std::filesystem::path& path) {
 
 Status RunModelCommand(const RunOptions& options, std::ostream& out, std::ostream& log) {
   if (options.threads < 0) return InvalidArgument("--threads must be >= 0, got {}", options.threads);
+  if (options.runs < 1) return InvalidArgument("--runs must be >= 1, got {}", options.runs);
   SessionOptions session_options;
   session_options.num_threads = options.threads;
+  session_options.poison_arena = options.poison_arena;
   // Fail on an unusable output folder before spending time on the model.
   if (!options.output_dir.empty()) {
     std::error_code ec;
@@ -87,10 +91,25 @@ Status RunModelCommand(const RunOptions& options, std::ostream& out, std::ostrea
                        feeds[i].DebugString());
   }
 
-  std::vector<Tensor> outputs;
-  auto run_start = Clock::now();
-  RETURN_IF_ERROR(session->Run(feeds, &outputs));
-  double run_ms = MillisSince(run_start);
+  std::vector<Tensor> outputs, first;
+  double run_ms = 0;
+  for (int r = 0; r < options.runs; ++r) {
+    auto run_start = Clock::now();
+    RETURN_IF_ERROR(session->Run(feeds, &outputs));
+    run_ms = MillisSince(run_start);
+    if (r == 0) {
+      first = outputs;
+      continue;
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (outputs[i].shape() != first[i].shape() ||
+          std::memcmp(outputs[i].raw_data(), first[i].raw_data(), first[i].ByteSize()) != 0) {
+        return Internal("run {} gave a different output '{}' than run 1 (a kernel reads memory it "
+                        "did not write, or is not deterministic)",
+                        r + 1, session->outputs()[i].name);
+      }
+    }
+  }
 
   const std::vector<ValueInfo>& out_decl = session->outputs();
   std::vector<std::string> names;

@@ -20,9 +20,14 @@ struct RunOptions {
   int threads = 0;
   // Seed for random inputs.
   uint64_t seed = 0;
+  // Runs of the same inputs; from the second on the memory plan is used. Every run's outputs must
+  // equal the first's, bit for bit (else an error): with poison_arena, a check that no kernel
+  // reads activation memory it did not write.
+  int runs = 1;
+  bool poison_arena = false;
 };
 
-// Runs the model once. Prints one summary line per output and the timings to `out`, notes (e.g.
+// Runs the model (once, or `runs` times). Prints one summary line per output and the timings to `out`, notes (e.g.
 // which inputs were generated) to `log`. Errors name the input, file or node at fault.
 Status RunModelCommand(const RunOptions& options, std::ostream& out, std::ostream& log);
 

@@ -56,7 +56,10 @@ def run_case(args, model_dir, manifest, case):
     cmd = [args.inferd, "run", os.path.join(model_dir, "model.onnx")]
     for inp in manifest["inputs"]:
         cmd += ["--input", f"{inp['name']}={os.path.join(case_dir, 'inputs', inp['name'] + '.npy')}"]
-    cmd += ["--output-dir", out_dir, "--threads", str(args.threads)]
+    # Three runs: the second and third use the memory plan, with the arena NaN-filled first, and
+    # must reproduce the first bit for bit (no kernel may read memory it did not write).
+    cmd += ["--output-dir", out_dir, "--threads", str(args.threads), "--runs", "3",
+            "--poison-arena"]
     label = f"{manifest['name']}/{case['name']} {case['shapes']}"
     print("$ " + " ".join(cmd), flush=True)
     start = time.time()

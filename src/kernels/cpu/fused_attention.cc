@@ -120,7 +120,8 @@ class AttentionKernel final : public OpKernel {
         stride *= md;
       }
     }
-    Tensor* y = ctx.AllocateOutput(0, DataType::kFloat32, {b, sq, hdv});
+    // Every head writes its columns of every row (sgemm with beta 0 never reads them first).
+    Tensor* y = ctx.AllocateOutputUninitialized(0, DataType::kFloat32, {b, sq, hdv});
     if (b * sq * hdv == 0) return Status::Ok();
     if (skv == 0) return InvalidArgument("{}: K/V sequence is empty", node.Describe());
     const float scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(d));

@@ -40,8 +40,9 @@ class GeluKernel final : public OpKernel {
     const DataType dtype = x_in->dtype();
     const int64_t n = x_in->NumElements();
     Tensor x = ToFloat32(*x_in);
-    Tensor y = dtype == DataType::kFloat32 ? *ctx.AllocateOutput(0, dtype, x_in->shape())
-                                           : Tensor::Allocate(DataType::kFloat32, x_in->shape());
+    Tensor y = dtype == DataType::kFloat32
+                   ? *ctx.AllocateOutputUninitialized(0, dtype, x_in->shape())
+                   : Tensor::Allocate(DataType::kFloat32, x_in->shape());
     if (n > 0) {
       std::shared_ptr<const dnnl::eltwise_forward> prim = GetPrimitive(n);
       const dnnl::memory::desc md = PlainDesc({n});

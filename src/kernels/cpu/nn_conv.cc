@@ -188,8 +188,9 @@ class ConvKernel final : public WindowedKernel<ConvPlan> {
       return Status::Ok();
     }
     Tensor x = ToFloat32(*x_in);
-    Tensor y = dtype == DataType::kFloat32 ? *ctx.AllocateOutput(0, dtype, plan->out_shape)
-                                           : Tensor::Allocate(DataType::kFloat32, plan->out_shape);
+    Tensor y = dtype == DataType::kFloat32
+                   ? *ctx.AllocateOutputUninitialized(0, dtype, plan->out_shape)
+                   : Tensor::Allocate(DataType::kFloat32, plan->out_shape);
     dnnl::engine& eng = DnnlEngine();
     dnnl::stream s(eng);
     memory src, weights;

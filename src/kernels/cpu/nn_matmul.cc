@@ -193,7 +193,7 @@ class MatMulKernel final : public OpKernel {
       return Unimplemented("{}: rank {} is above oneDNN's limit", node.Describe(), s.batch.size() + 2);
     }
     Tensor a = ToFloat32(*a_in);
-    Tensor y = dtype == DataType::kFloat32 ? *ctx.AllocateOutput(0, dtype, s.out)
+    Tensor y = dtype == DataType::kFloat32 ? *ctx.AllocateOutputUninitialized(0, dtype, s.out)
                                            : Tensor::Allocate(DataType::kFloat32, s.out);
     const bool packed = const_b_.defined();
     Shape key = a_in->shape();
@@ -295,8 +295,11 @@ class GemmKernel final : public OpKernel {
           },
           [&] { return InvalidArgument("{}: unsupported type {}", node.Describe(), DataTypeName(dtype)); });
     }
-    Tensor y = dtype == DataType::kFloat32 ? *ctx.AllocateOutput(0, dtype, out)
-                                           : Tensor::Allocate(DataType::kFloat32, out);
+    // Written in full by the primitive, or by FillBroadcast(C) first; zeros only for k == 0 then.
+    const bool zero = k == 0 && !use_c;
+    Tensor y = dtype != DataType::kFloat32 ? Tensor::Allocate(DataType::kFloat32, out)
+               : zero                     ? *ctx.AllocateOutput(0, dtype, out)
+                                          : *ctx.AllocateOutputUninitialized(0, dtype, out);
     if (m == 0 || n == 0) return Status::Ok();
     // C as a bias when it is a row vector and needs no scaling; otherwise dst is pre-filled with C
     // and added through a sum post-op scaled by beta.

@@ -107,7 +107,7 @@ class SoftmaxKernel final : public OpKernel {
           [&] { return InvalidArgument("{}: unsupported type {}", node.Describe(), DataTypeName(dtype)); });
     }
     Tensor xf = ToFloat32(*x);
-    Tensor y = dtype == DataType::kFloat32 ? *ctx.AllocateOutput(0, dtype, xs)
+    Tensor y = dtype == DataType::kFloat32 ? *ctx.AllocateOutputUninitialized(0, dtype, xs)
                                            : Tensor::Allocate(DataType::kFloat32, xs);
     ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, GetPlan({outer, len, inner}));
     dnnl::engine& eng = DnnlEngine();
