@@ -15,8 +15,9 @@ calibration docs/quantization.md uses: 64 random-normal images (seed 1), --sampl
 
 inferd runs with OMP_WAIT_POLICY=passive, as in docs/quantization.md. Each process runs --warmup
 untimed and --iters timed inferences and reports its median. The table gives, per batch and
-variant, the median over rounds of the per-process medians, and the speed-up over ORT FP32 as the
-median of the per-round ratios with their range (each ratio pairs runs of the same round).
+variant, the median over rounds of the per-process medians, the speed-up over ORT FP32 as the
+median of the per-round ratios with their range (each ratio pairs runs of the same round), and
+the process CPU time per inference (ORT's includes its threads' spinning).
 
 Adding a variant (e.g. BF16): add a VARIANTS entry naming the quantize flags of its file and
 whether ONNX Runtime or inferd runs it.
@@ -112,6 +113,7 @@ def main():
 
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OMP_WAIT_POLICY="passive")
     medians = {(b, v): [] for b in args.batches for v in variants}
+    cpu = {(b, v): [] for b in args.batches for v in variants}
     raw = []
     for rnd in range(args.rounds):
         order = variants[rnd % len(variants):] + variants[:rnd % len(variants)]
@@ -119,13 +121,14 @@ def main():
             for v in order:
                 r = run_one(command(args, v, files[v], b, inputs[b]), env)
                 medians[(b, v)].append(r["median_ms"])
+                cpu[(b, v)].append(r.get("cpu_ms"))
                 raw.append(dict(r, round=rnd + 1, batch=b, variant=v))
                 print(f"round {rnd + 1} batch {b} {v}: median {r['median_ms']:.1f} ms", flush=True)
 
     print()
     print("| batch | variant | median ms (per round) | speed-up over " + BASELINE +
-          " (range) |")
-    print("|---|---|---|---|")
+          " (range) | CPU ms per run |")
+    print("|---|---|---|---|---|")
     for b in args.batches:
         for v in variants:
             ms = medians[(b, v)]
@@ -136,7 +139,9 @@ def main():
                       f"({min(ratios):.2f}-{max(ratios):.2f}x)")
             else:
                 sp = "-"
-            print(f"| {b} | {v} | {cell} | {sp} |")
+            c = [x for x in cpu[(b, v)] if x is not None]
+            cpu_cell = f"{statistics.median(c):.0f}" if c else "-"
+            print(f"| {b} | {v} | {cell} | {sp} | {cpu_cell} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(raw, f, indent=1)
