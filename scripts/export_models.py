@@ -11,7 +11,8 @@ For each model NAME it writes (weights are random with fixed seeds; nothing is d
     OUT/NAME/cases/<case>/{inputs,expected}/...  extra shapes (BERT: another batch and seq length)
     OUT/NAME/manifest.json         inputs, outputs, opset and cases; written last
 
-A model whose manifest.json exists is skipped (the script is idempotent and cheap to re-run);
+A model whose manifest.json exists is skipped (the script is idempotent and cheap to re-run)
+unless the model's build recipe (manifest "recipe", e.g. ResNet-50's residual BN scale) changed;
 --force re-exports. Each model is built in OUT/NAME.tmp and renamed, so an interrupted run leaves
 no half-written cache. Must run under Debian's /usr/bin/python3 (python3-torch, -torchvision,
 -onnx, -numpy).
@@ -169,9 +170,15 @@ def _value_info(v):
 def export(name, out_dir, force):
     spec = MODELS[name]
     final = os.path.join(out_dir, name)
-    if os.path.exists(os.path.join(final, "manifest.json")) and not force:
-        print(f"{name}: cached in {final}")
-        return
+    manifest_path = os.path.join(final, "manifest.json")
+    if os.path.exists(manifest_path) and not force:
+        with open(manifest_path) as f:
+            cached_recipe = json.load(f).get("recipe")
+        if cached_recipe == spec.get("recipe"):
+            print(f"{name}: cached in {final}")
+            return
+        print(f"{name}: cached export was built with recipe {cached_recipe}, now "
+              f"{spec.get('recipe')}: re-exporting")
     start = time.time()
     tmp = final + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)

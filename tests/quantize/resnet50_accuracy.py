@@ -82,7 +82,8 @@ def main():
 
     cal = os.path.join(work, "calibration")
     val = os.path.join(work, "validation")
-    write_images(cal, args.samples, seed=1)
+    if args.precision == "int8":
+        write_images(cal, args.samples, seed=1)
     write_images(val, args.validation, seed=2, per_file=args.validation)
     val_file = os.path.join(val, "images_000.npy")
     report_dir = os.path.join(work, "report_data")
