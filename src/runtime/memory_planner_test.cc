@@ -249,6 +249,45 @@ TEST(MemoryPlannerTest, InPlaceResidualRunsMatchUnoptimized) {
   }
 }
 
+// Two 3x3 convolutions (Winograd at level all) and a 1x1, run at batch 1, 16, 1, 16: oneDNN may
+// pick a different Winograd variant (weight format) per batch size, and it cannot reorder weights
+// out of a Winograd format, so each new layout must come from the plain or a blocked copy.
+Model WinogradModel() {
+  Model m;
+  m.opsets[""] = 13;
+  Graph& g = m.graph;
+  g.name = "wino";
+  g.inputs = {Decl("x", {-1, 64, 14, 14})};
+  g.outputs = {Decl("y", {-1, 16, 14, 14})};
+  g.initializers["w1"] = RandomFloat({64, 64, 3, 3}, -0.05f, 0.05f, 31);
+  g.initializers["w2"] = RandomFloat({64, 64, 3, 3}, -0.05f, 0.05f, 32);
+  g.initializers["w3"] = RandomFloat({16, 64, 1, 1}, -0.2f, 0.2f, 33);
+  for (const char* w : {"w1", "w2"}) {
+    const std::string in = w == std::string("w1") ? "x" : "r1";
+    const std::string c = w == std::string("w1") ? "c1" : "c2";
+    Node* n = g.AddNode("Conv", {in, w}, {c}, c);
+    n->attributes["pads"] = AttrInts({1, 1, 1, 1});
+    g.AddNode("Relu", {c}, {w == std::string("w1") ? "r1" : "r2"}, "relu_" + c);
+  }
+  g.AddNode("Conv", {"r2", "w3"}, {"y"}, "c3");
+  for (const char* v : {"c1", "r1", "c2", "r2"}) g.value_info[v] = Decl(v, {-1, 64, 14, 14});
+  return m;
+}
+
+TEST(MemoryPlannerTest, WinogradWeightsServeSeveralBatchSizes) {
+  auto plain = MakeSession(WinogradModel(), OptimizationLevel::kNone);
+  auto fused = MakeSession(WinogradModel(), OptimizationLevel::kAll);
+  ASSERT_TRUE(plain && fused);
+  for (int64_t batch : std::vector<int64_t>{1, 16, 1, 16}) {
+    Tensor x = RandomFloat({batch, 64, 14, 14}, -1, 1, static_cast<uint32_t>(batch));
+    std::vector<Tensor> ref, out;
+    ASSERT_TRUE(plain->Run({x}, &ref).ok());
+    Status st = fused->Run({x}, &out);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ExpectTensorNear(out[0], ref[0], 1e-4f, 1e-4f);
+  }
+}
+
 // Concurrent runs of one session, with plain kernels (level none) and with the fused and
 // blocked-layout ones (level all): cached oneDNN primitives must be safe to run from several threads.
 class ConcurrentRunsTest : public ::testing::TestWithParam<OptimizationLevel> {};

@@ -236,10 +236,23 @@ dnnl::memory PackedWeights::Get(const dnnl::memory::desc& user_md,
   for (const auto& [have_md, mem] : packed_) {
     if (have_md == md) return mem;
   }
+  // oneDNN reorders into its Winograd weight formats but not out of them: only a blocked copy can
+  // be the source of later layouts, so the plain weights stay until there is one.
+  auto is_wino = [](const dnnl::memory::desc& d) {
+    return d.data.format_kind == dnnl_format_kind_wino;
+  };
   dnnl::engine& eng = DnnlEngine();
-  dnnl::memory src = plain_.defined()
-                         ? dnnl::memory(user_md, eng, const_cast<void*>(plain_.raw_data()))
-                         : packed_.front().second;
+  dnnl::memory src;
+  if (plain_.defined()) {
+    src = dnnl::memory(user_md, eng, const_cast<void*>(plain_.raw_data()));
+  } else {
+    for (const auto& [have_md, mem] : packed_) {
+      if (!is_wino(have_md)) {
+        src = mem;
+        break;
+      }
+    }
+  }
   dnnl::memory dst(md, eng);
   dnnl::stream s(eng);
   dnnl::reorder(src, dst).execute(s, src, dst);
@@ -247,7 +260,7 @@ dnnl::memory PackedWeights::Get(const dnnl::memory::desc& user_md,
   packed_.emplace_back(md, dst);
   g_live_layouts.fetch_add(1);
   g_live_bytes.fetch_add(static_cast<int64_t>(md.get_size()));
-  plain_ = Tensor();  // later layouts reorder from packed_.front()
+  if (!is_wino(md)) plain_ = Tensor();  // later layouts reorder from this copy
   return dst;
 }
 
