@@ -307,6 +307,8 @@ TEST_F(QuantizeModelTest, Fp16AndBf16WeightsKeepOutputsClose) {
     QuantizeReport report;
     ASSERT_TRUE(QuantizeModel(m, o, &report).ok());
     EXPECT_LT(report.bytes_after, report.bytes_before * 6 / 10);
+    // bf16 asks inferd to compute in bf16 (optimizer/bf16_compute.h); fp16 keeps FP32 compute.
+    EXPECT_EQ(m.metadata.count("inferd.compute_precision"), p == Precision::kBf16 ? 1u : 0u);
     Tensor got = Run(std::move(m), x, OptimizationLevel::kBasic);
     ASSERT_TRUE(got.defined());
     EXPECT_GT(Sqnr(ref, got), p == Precision::kFp16 ? 50.0 : 30.0);
