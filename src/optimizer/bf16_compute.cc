@@ -50,6 +50,15 @@ StatusOr<int> Bf16Compute::Run(Graph& graph) const {
     const Tensor* w = ed.Constant(n->inputs[1]);
     if (w != nullptr && IsBf16Exact(*w)) bf16.insert(n);
   }
+  // FusedMatMuls with a constant bf16 B compute in bf16 too (float32 in and out).
+  int fired = 0;
+  for (Node* n : ed.Nodes()) {
+    if (!IsInferdOp(n, "FusedMatMul") || n->NumInputs() < 2) continue;
+    const Tensor* b = ed.Constant(n->inputs[1]);
+    if (b != nullptr && b->rank() == 2 && IsBf16Exact(*b)) {
+      fired += SetFlag(ed, n, "compute_bf16", true);
+    }
+  }
   auto keeps_bf16_output = [&](const Node* n) {
     if (!bf16.count(n) || n->GetInt("y_blocked", 0) == 0) return false;
     const std::string& y = n->outputs[0];
@@ -68,7 +77,6 @@ StatusOr<int> Bf16Compute::Run(Graph& graph) const {
     const Node* p = v.empty() ? nullptr : ed.Producer(v);
     return p != nullptr && keeps_bf16_output(p);
   };
-  int fired = 0;
   for (Node* n : ed.Nodes()) {
     if (!bf16.count(n)) continue;
     bool changed = SetFlag(ed, n, "compute_bf16", true);

@@ -109,5 +109,39 @@ TEST(Bf16Compute, OutputsStayCloseToFp32) {
                     OptimizationLevel::kAll, 3e-2, 3e-2);
 }
 
+TEST(Bf16Compute, FusedMatMulWithBf16WeightsComputesInBf16) {
+  auto model = [](bool request_bf16) {
+    ModelBuilder b;
+    b.Input("x", {2, 3, 40});
+    b.Init("W", Bf16Exact(RandomFloat({40, 24}, -0.5f, 0.5f, 40)))
+        .Init("bias", RandomFloat({24}, -1, 1, 41));
+    b.Add("MatMul", {"x", "W"}, {"mm"}, {}, "mm");
+    b.ValueShape("mm", {2, 3, 24});
+    b.Add("Add", {"mm", "bias"}, {"a"});
+    b.ValueShape("a", {2, 3, 24});
+    b.Add("Relu", {"a"}, {"y"});
+    b.Output("y");
+    if (request_bf16) b.model().metadata[kComputePrecisionKey] = "bf16";
+    return b.Build();
+  };
+  Model opt = Optimized(model(true), nullptr, OptimizationLevel::kAll);
+  int marked = 0;
+  for (const auto& n : opt.graph.nodes) {
+    if (n->op_type == "FusedMatMul") marked += n->GetInt("compute_bf16", 0) == 1;
+  }
+  EXPECT_EQ(marked, 1);
+  const std::vector<Tensor> x = {RandomFloat({2, 3, 40}, -1, 1, 42)};
+  auto want = RunModel(model(false), x, OptimizationLevel::kAll);
+  auto got = RunModel(model(true), x, OptimizationLevel::kAll);
+  ASSERT_TRUE(want.ok() && got.ok()) << want.status().ToString() << got.status().ToString();
+  ExpectTensorNear((*got)[0], (*want)[0], 3e-2, 3e-2);
+  double max_diff = 0;
+  for (int64_t i = 0; i < (*want)[0].NumElements(); ++i) {
+    max_diff = std::max<double>(
+        max_diff, std::fabs((*got)[0].data<float>()[i] - (*want)[0].data<float>()[i]));
+  }
+  EXPECT_GT(max_diff, 1e-6);
+}
+
 }  // namespace
 }  // namespace inferd::testing

@@ -3,8 +3,12 @@
 //
 // A is [..., M, K] (its batch dims fold into M), B is 2-D [K, N], bias [N] and R (same shape as Y)
 // are optional. One oneDNN matmul computes it all: bias as the primitive's bias, R as a binary-add
-// post-op, the activation as an eltwise post-op. A constant B is packed once per plan. float32 only
-// (the fusion passes only fire on float32).
+// post-op, the activation as an eltwise post-op. A constant B is packed once per plan. float32
+// tensors (the fusion passes only fire on float32).
+//
+// compute_bf16 = 1 (optimizer/bf16_compute.h; needs a constant B): B is packed as bf16 and A is
+// converted to bf16 per call (per-thread scratch), oneDNN's bf16 matmul accumulates in f32 and
+// writes float32 Y; bias, R and the activation stay float32.
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,7 +25,7 @@ using dnnl::memory;
 
 struct Plan {
   dnnl::matmul prim;
-  memory::desc src_md, weights_md, user_weights_md, dst_md, bias_md, res_md;
+  memory::desc src_md, user_src_md, weights_md, user_weights_md, dst_md, bias_md, res_md;
   memory weights;  // packed constant B, or empty
 };
 
@@ -31,6 +35,7 @@ class FusedMatMulKernel final : public OpKernel {
     const Node& node = info.node();
     has_bias_ = node.HasInput(2);
     has_res_ = node.HasInput(3);
+    bf16_ = node.GetInt("compute_bf16", 0) != 0;
     RETURN_IF_ERROR(ParseFusedActivation(node, &act_ops_));
     if (const Tensor* b = info.ConstantInput(1); b && b->rank() == 2) {
       if (b->dtype() != DataType::kFloat32) {
@@ -38,6 +43,9 @@ class FusedMatMulKernel final : public OpKernel {
       }
       const_b_.Reset(*b);
       info.ReleaseConstantInput(1);  // Run reads only its shape; plans use the packed copy
+    }
+    if (bf16_ && !const_b_.defined()) {
+      return InvalidArgument("{}: compute_bf16 needs a constant 2-D B", node.Describe());
     }
     return Status::Ok();
   }
@@ -89,8 +97,16 @@ class FusedMatMulKernel final : public OpKernel {
     dnnl::stream s(eng);
     memory weights = packed ? plan->weights
                             : memory(plan->user_weights_md, eng, const_cast<void*>(b->raw_data()));
+    memory src(plan->user_src_md, eng, const_cast<void*>(a->raw_data()));
+    if (plan->src_md != plan->user_src_md) {  // bf16: A converted through per-thread scratch
+      void* p = ThreadScratch(0, plan->src_md.get_size());
+      if (p == nullptr) return ResourceExhausted("{}: no scratch for A", node.Describe());
+      memory converted(plan->src_md, eng, p);
+      dnnl::reorder(src, converted).execute(s, src, converted);
+      src = converted;
+    }
     std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, memory(plan->src_md, eng, const_cast<void*>(a->raw_data()))},
+        {DNNL_ARG_SRC, src},
         {DNNL_ARG_WEIGHTS, weights},
         {DNNL_ARG_DST, memory(plan->dst_md, eng, y->raw_data())}};
     if (bias) args[DNNL_ARG_BIAS] = memory(plan->bias_md, eng, const_cast<void*>(bias->raw_data()));
@@ -113,7 +129,9 @@ class FusedMatMulKernel final : public OpKernel {
     }
     auto plan = std::make_shared<Plan>();
     const auto f32 = memory::data_type::f32;
-    plan->src_md = PlainDesc({rows, k});
+    const auto compute = bf16_ ? memory::data_type::bf16 : f32;
+    plan->user_src_md = PlainDesc({rows, k});
+    plan->src_md = memory::desc({rows, k}, compute, memory::format_tag::ab);
     plan->user_weights_md = PlainDesc({k, n});
     plan->dst_md = PlainDesc({rows, n});
     plan->bias_md = PlainDesc({1, n});
@@ -128,7 +146,7 @@ class FusedMatMulKernel final : public OpKernel {
     }
     dnnl::primitive_attr attr;
     attr.set_post_ops(ops);
-    const memory::desc w_md = packed ? memory::desc({k, n}, f32, memory::format_tag::any)
+    const memory::desc w_md = packed ? memory::desc({k, n}, compute, memory::format_tag::any)
                                      : plan->user_weights_md;
     auto desc = has_bias_ ? dnnl::matmul::desc(plan->src_md, w_md, plan->bias_md, plan->dst_md)
                           : dnnl::matmul::desc(plan->src_md, w_md, plan->dst_md);
@@ -140,7 +158,7 @@ class FusedMatMulKernel final : public OpKernel {
     return cache_.emplace(key, std::move(plan)).first->second;
   }
 
-  bool has_bias_ = false, has_res_ = false;
+  bool has_bias_ = false, has_res_ = false, bf16_ = false;
   dnnl::post_ops act_ops_;
   PackedWeights const_b_;  // one packed copy per layout, shared by every shape's plan
   mutable std::mutex mu_;
