@@ -91,6 +91,33 @@ TEST(BatchAssemblyTest, SplitPlain) {
   EXPECT_NE((*pieces)[0].raw_data(), t.raw_data());  // copies
 }
 
+TEST(BatchAssemblyTest, ConcatThenSplitRank3RoundTrips) {
+  // Whole-row copies (the unpadded fast path) against the element-wise reference.
+  std::vector<Tensor> parts = {Iota({1, 8, 4}), Iota({3, 8, 4}, 1000), Iota({2, 8, 4}, 5000)};
+  auto batch = ConcatBatch(parts);
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  ASSERT_EQ(batch->shape(), (Shape{6, 8, 4}));
+  int64_t row = 0;
+  for (const Tensor& p : parts) {
+    for (int64_t b = 0; b < p.dim(0); ++b, ++row) {
+      for (int64_t i = 0; i < 8; ++i) {
+        for (int64_t j = 0; j < 4; ++j) {
+          ASSERT_EQ(At(*batch, row, i, j, -1), At(p, b, i, j, -1)) << row << " " << i << " " << j;
+        }
+      }
+    }
+  }
+  std::vector<int64_t> rows = {1, 3, 2};
+  auto pieces = SplitBatch(*batch, rows);
+  ASSERT_TRUE(pieces.ok()) << pieces.status().ToString();
+  for (size_t k = 0; k < parts.size(); ++k) {
+    ASSERT_EQ((*pieces)[k].shape(), parts[k].shape());
+    EXPECT_EQ(std::vector<float>((*pieces)[k].values<float>().begin(),
+                                 (*pieces)[k].values<float>().end()),
+              std::vector<float>(parts[k].values<float>().begin(), parts[k].values<float>().end()));
+  }
+}
+
 TEST(BatchAssemblyTest, BadInputs) {
   std::vector<Tensor> none;
   EXPECT_FALSE(ConcatBatch(none).ok());
