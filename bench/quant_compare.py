@@ -17,7 +17,9 @@ inferd runs with OMP_WAIT_POLICY=passive, as in docs/quantization.md. Each proce
 untimed and --iters timed inferences and reports its median. The table gives, per batch and
 variant, the median over rounds of the per-process medians, the speed-up over ORT FP32 as the
 median of the per-round ratios with their range (each ratio pairs runs of the same round), and
-the process CPU time per inference (ORT's includes its threads' spinning).
+the process CPU time per inference (ORT's includes its threads' spinning), and the fastest single
+run of all rounds with its ratio to the baseline's fastest (on a loaded machine the least
+disturbed sample; a best case, not a typical one).
 
 Adding a variant (e.g. BF16): add a VARIANTS entry naming the quantize flags of its file and
 whether ONNX Runtime or inferd runs it.
@@ -114,6 +116,7 @@ def main():
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OMP_WAIT_POLICY="passive")
     medians = {(b, v): [] for b in args.batches for v in variants}
     cpu = {(b, v): [] for b in args.batches for v in variants}
+    mins = {(b, v): [] for b in args.batches for v in variants}
     raw = []
     for rnd in range(args.rounds):
         order = variants[rnd % len(variants):] + variants[:rnd % len(variants)]
@@ -122,13 +125,14 @@ def main():
                 r = run_one(command(args, v, files[v], b, inputs[b]), env)
                 medians[(b, v)].append(r["median_ms"])
                 cpu[(b, v)].append(r.get("cpu_ms"))
+                mins[(b, v)].append(r["min_ms"])
                 raw.append(dict(r, round=rnd + 1, batch=b, variant=v))
                 print(f"round {rnd + 1} batch {b} {v}: median {r['median_ms']:.1f} ms", flush=True)
 
     print()
     print("| batch | variant | median ms (per round) | speed-up over " + BASELINE +
-          " (range) | CPU ms per run |")
-    print("|---|---|---|---|---|")
+          " (range) | CPU ms per run | fastest run ms (ratio) |")
+    print("|---|---|---|---|---|---|")
     for b in args.batches:
         for v in variants:
             ms = medians[(b, v)]
@@ -141,7 +145,11 @@ def main():
                 sp = "-"
             c = [x for x in cpu[(b, v)] if x is not None]
             cpu_cell = f"{statistics.median(c):.0f}" if c else "-"
-            print(f"| {b} | {v} | {cell} | {sp} | {cpu_cell} |")
+            best = min(mins[(b, v)])
+            best_cell = f"{best:.1f}"
+            if BASELINE in variants:
+                best_cell += f" ({min(mins[(b, BASELINE)]) / best:.2f}x)"
+            print(f"| {b} | {v} | {cell} | {sp} | {cpu_cell} | {best_cell} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(raw, f, indent=1)
