@@ -5,7 +5,10 @@
 // DequantizeAdd) computes, up to one unit of requantization rounding.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstring>
 #include <random>
+#include <thread>
 
 #include "optimizer/int8_layout.h"
 #include "optimizer/test_graphs.h"
@@ -151,6 +154,39 @@ TEST(Int8LayoutPropagationTest, ChannelsLastChainsAndFusedJoins) {
   auto ref = RunModel(CloneModel(model), in, OptimizationLevel::kNone);
   ASSERT_TRUE(ref.ok()) << ref.status().ToString();
   ExpectTensorNear((*got)[0], (*ref)[0], 0, 0.2);
+}
+
+// Concurrent runs of one session share the cached int8 primitives and packed weights (each run
+// has its own scratch and arena): every run gives the single-threaded result exactly.
+TEST(Int8LayoutPropagationTest, ConcurrentRunsAgree) {
+  SessionOptions opts;
+  opts.num_threads = 1;
+  opts.optimization_level = OptimizationLevel::kAll;
+  auto session = Session::Create(BlocksModel(), opts);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  std::vector<Tensor> in = {RandomFloat({2, 8, 10, 10}, -2, 2, 5)};
+  std::vector<Tensor> want;
+  ASSERT_TRUE((*session)->Run(std::span<const Tensor>(in), &want).ok());
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 5; ++i) {
+        std::vector<Tensor> got;
+        if (!(*session)->Run(std::span<const Tensor>(in), &got).ok() || got.size() != want.size()) {
+          ++mismatches;
+          continue;
+        }
+        for (size_t k = 0; k < got.size(); ++k) {
+          if (std::memcmp(got[k].raw_data(), want[k].raw_data(), want[k].ByteSize()) != 0) {
+            ++mismatches;
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 // c1's output feeds c2 (NHWC) and, dequantized, a MaxPool and an Add (NCHW): one Transpose, on
