@@ -187,8 +187,9 @@ class BlockedConvKernel final : public OpKernel {
     memory out(plan->out_dst_md, eng, y->raw_data());
     memory dst = plan->dst_md == plan->out_dst_md ? out : scratch(plan->dst_md, 1);
     if (z) {  // the sum post-op accumulates onto what dst holds: Z in the primitive's layout
-      const memory::desc z_md = z_blocked_ ? memory::desc(ToDims(os), Type(z_bf16_), tag::nChw16c)
-                                           : PlainDesc(ToDims(os));
+      const memory::desc z_md =
+          z_blocked_ ? memory::desc(ToDims(os), Type(z_bf16_), SideTag(z_bf16_))
+                     : PlainDesc(ToDims(os));
       if (z_md == plan->dst_md) {
         if (dst.get_data_handle() != z->raw_data()) {  // not in place (InPlaceInput)
           std::memcpy(dst.get_data_handle(), z->raw_data(), z_md.get_size());
@@ -245,11 +246,11 @@ class BlockedConvKernel final : public OpKernel {
     const auto f32 = memory::data_type::f32, compute = Type(bf16_);
     memory::dims wdims = ToDims(w_shape_);
     if (group_ > 1) wdims = {group_, m / group_, w_shape_[1], w_shape_[2], w_shape_[3]};
-    plan->given_src_md = x_blocked_ ? memory::desc(ToDims(xs), Type(x_bf16_), tag::nChw16c)
+    plan->given_src_md = x_blocked_ ? memory::desc(ToDims(xs), Type(x_bf16_), SideTag(x_bf16_))
                                     : PlainDesc(ToDims(xs));
-    plan->out_dst_md = y_blocked_
-                           ? memory::desc(ToDims(plan->out_logical), Type(y_bf16_), tag::nChw16c)
-                           : PlainDesc(ToDims(plan->out_logical));
+    plan->out_dst_md =
+        y_blocked_ ? memory::desc(ToDims(plan->out_logical), Type(y_bf16_), SideTag(y_bf16_))
+                   : PlainDesc(ToDims(plan->out_logical));
     // Blocked sides are fixed to nChw16c so neighbours agree without talking; a plain side lets
     // oneDNN choose and is reordered at the boundary. A depthwise pair keeps its intermediate
     // blocked.
@@ -257,7 +258,7 @@ class BlockedConvKernel final : public OpKernel {
     const memory::desc src_md =
         x_blocked_ && x_bf16_ == bf16_
             ? plan->given_src_md
-            : memory::desc(ToDims(xs), compute, x_blocked_ ? tag::nChw16c : tag::any);
+            : memory::desc(ToDims(xs), compute, tag::any);
     const memory::desc dst_md =
         has_dw_ ? memory::desc(ToDims(conv_out), f32, tag::nChw16c)
         : y_blocked_ ? plan->out_dst_md
@@ -338,6 +339,9 @@ class BlockedConvKernel final : public OpKernel {
   static memory::data_type Type(bool bf16) {
     return bf16 ? memory::data_type::bf16 : memory::data_type::f32;
   }
+  // bf16 values between bf16 convolutions are NHWC (oneDNN 2.6's brgemm bf16 convolutions want
+  // it; on nChw16c it falls back to its older jit_bf16 kernels); float32 ones nChw16c.
+  static tag SideTag(bool bf16) { return bf16 ? tag::acdb : tag::nChw16c; }
 
   bool x_blocked_ = false, z_blocked_ = false, y_blocked_ = false, has_sum_ = false;
   bool bf16_ = false, x_bf16_ = false, z_bf16_ = false, y_bf16_ = false;
