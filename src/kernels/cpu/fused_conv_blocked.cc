@@ -17,8 +17,9 @@
 //
 // bf16 compute (attributes from optimizer/bf16_compute.h, not with a depthwise fusion):
 // compute_bf16 = 1 packs W as bf16 and runs oneDNN's bf16 convolution (f32 accumulation, f32
-// bias); x_bf16 / z_bf16 / y_bf16 = 1 mean that blocked X / Z / Y hold bf16 values
-// (DataType::kBFloat16, same blocked shape), so chains of bf16 convolutions move half the bytes.
+// bias); x_bf16 / z_bf16 / y_bf16 = 1 mean that blocked X / Z / Y hold bf16 values in NHWC
+// (DataType::kBFloat16, same tensor shape; see SideTag), so chains of bf16 convolutions move half
+// the bytes.
 // float32 sides are converted by the boundary reorders.
 #include <cstring>
 #include <map>
