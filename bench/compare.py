@@ -35,6 +35,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNTIMES = ["inferd", "onnxruntime", "pytorch"]
 
 
+def dlrm_shape():
+    """The recommender's input sizes, read in a child process: importing scripts/models (torch)
+    here would raise this process's RSS, and every benchmark process forked from it starts its
+    ru_maxrss at its parent's RSS (Linux carries it over fork and exec)."""
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); from models import dlrm; "
+            "print(json.dumps({'dense': dlrm.NUM_DENSE, 'ids': dlrm.IDS_PER_TABLE, "
+            "'rows': list(dlrm.TABLE_ROWS)}))")
+    out = subprocess.run([sys.executable, "-c", code, os.path.join(ROOT, "scripts")],
+                         check=True, stdout=subprocess.PIPE, text=True).stdout
+    return json.loads(out)
+
+
 def make_inputs(model, batch, seq, folder):
     """Writes the inputs for one config (cached) and returns {name: path}."""
     rng = np.random.default_rng(1234 + batch)
@@ -44,11 +56,10 @@ def make_inputs(model, batch, seq, folder):
         arrays = {"input_ids": rng.integers(0, 30522, (batch, seq), dtype=np.int64),
                   "attention_mask": np.ones((batch, seq), dtype=np.int64)}
     elif model == "dlrm":
-        sys.path.insert(0, os.path.join(ROOT, "scripts"))
-        from models import dlrm
-        arrays = {"dense_features": rng.random((batch, dlrm.NUM_DENSE), dtype=np.float32) * 4,
-                  "sparse_ids": np.stack([rng.integers(0, r, (batch, dlrm.IDS_PER_TABLE))
-                                          for r in dlrm.TABLE_ROWS], axis=1).astype(np.int64)}
+        dlrm = dlrm_shape()
+        arrays = {"dense_features": rng.random((batch, dlrm["dense"]), dtype=np.float32) * 4,
+                  "sparse_ids": np.stack([rng.integers(0, r, (batch, dlrm["ids"]))
+                                          for r in dlrm["rows"]], axis=1).astype(np.int64)}
     else:
         raise SystemExit(f"no input generator for {model}")
     os.makedirs(folder, exist_ok=True)
@@ -85,7 +96,8 @@ def run_one(cmd, env, timeout):
     """Runs one benchmark process; returns (its JSON result plus "peak_rss_mb", error).
 
     The peak resident set comes from the kernel (wait4's ru_maxrss of that process), the same
-    measure for every runtime whatever it reports about itself."""
+    measure for every runtime whatever it reports about itself. It starts at this (parent)
+    process's RSS, which Linux carries over fork and exec: keep this process small (no torch)."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env)
         deadline = time.time() + timeout
