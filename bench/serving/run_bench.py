@@ -8,7 +8,8 @@ Writes a repository (--work, default build/bench_serving) with
     dlrm_batching     the recommender, max_batch_size 64, dynamic_batching (preferred 64, 2 ms delay)
     dlrm_no_batching  the same model and config without the dynamic_batching block
     identity          FP32 [N, 16] Identity, max_batch_size 64, no dynamic batching
-starts one `inferd serve` (OMP_WAIT_POLICY=PASSIVE) and drives it with `wrk` (HTTP, JSON bodies,
+starts one `inferd serve` (with inferd's own OpenMP wait policy, a bounded spin, unless
+--omp-wait-policy passive or the environment says otherwise) and drives it with `wrk` (HTTP, JSON bodies,
 bench/serving/infer.lua) and bench/serving/grpc_load (gRPC, raw tensors), all with --connections
 concurrent requests (wrk: connections; grpc_load: unary calls in flight over 1 or 4 channels, or
 ModelStreamInfer requests in flight over 4 streams). The variants
@@ -94,9 +95,10 @@ def write_repository(work, models):
 
 
 class Server:
-    def __init__(self, inferd, repo, log_path, extra):
+    def __init__(self, inferd, repo, log_path, extra, omp_policy):
         env = dict(os.environ)
-        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        if omp_policy == "passive":
+            env["OMP_WAIT_POLICY"] = "PASSIVE"
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(
             [inferd, "serve", "--model-repository", repo, "--http-port", "0", "--grpc-port", "0",
@@ -201,6 +203,9 @@ def main():
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--only", default="dlrm,identity-http,identity-grpc")
     ap.add_argument("--server-args", default="", help="extra `inferd serve` flags")
+    ap.add_argument("--omp-wait-policy", choices=["default", "passive"], default="default",
+                    help="default: the server's own (a bounded spin, src/tools/thread_policy.h); "
+                         "passive: OMP_WAIT_POLICY=PASSIVE (a futex wake-up per parallel region)")
     ap.add_argument("--dlrm-body", choices=["json", "binary"], default="json",
                     help="DLRM request encoding: JSON tensors or the binary tensor extension")
     args = ap.parse_args()
@@ -215,9 +220,10 @@ def main():
         subprocess.run([os.path.join(HERE, "build_grpc_load.sh"), args.proto_build, grpc_tool],
                        check=True)
     server = Server(args.inferd, repo, os.path.join(args.work, "server.log"),
-                    args.server_args.split())
+                    args.server_args.split(), args.omp_wait_policy)
     print(f"server {args.inferd} on {server.http} / {server.grpc}; {os.cpu_count()} CPUs; "
-          f"load average {loadavg()}; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'PASSIVE')}")
+          f"load average {loadavg()}; OpenMP wait policy: "
+          f"{'PASSIVE' if args.omp_wait_policy == 'passive' else os.environ.get('OMP_WAIT_POLICY') or 'inferd default (GOMP_SPINCOUNT=10000)'}")
     failed = 0
     try:
         if "dlrm" in only:

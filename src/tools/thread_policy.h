@@ -23,7 +23,9 @@
 // PASSIVE under load and to ACTIVE when idle. libgomp reads these variables once, when it is
 // loaded, before main() runs; setting them in main() is too late, so main() re-executes the binary
 // with GOMP_SPINCOUNT set. A user who sets OMP_WAIT_POLICY or GOMP_SPINCOUNT explicitly keeps
-// their choice (the serving benchmarks set PASSIVE).
+// their choice (`bench/serving/run_bench.py --omp-wait-policy passive` sets PASSIVE; its default
+// keeps this policy, under which DLRM dynamic batching measures 5.27x against 3.30x with PASSIVE,
+// docs/serving.md).
 #pragma once
 
 namespace inferd::tools {
