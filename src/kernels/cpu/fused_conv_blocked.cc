@@ -174,19 +174,10 @@ class BlockedConvKernel final : public OpKernel {
     dnnl::engine& eng = DnnlEngine();
     dnnl::stream s(eng);
     // Boundary reorders go through per-thread scratch (slots 0-2), not a fresh buffer per call.
-    auto scratch = [&](const memory::desc& md, int slot) {
-      void* p = ThreadScratch(slot, md.get_size());
-      if (p == nullptr) throw std::bad_alloc();
-      return memory(md, eng, p);
-    };
-    memory given_src(plan->given_src_md, eng, const_cast<void*>(x->raw_data()));
-    memory src = given_src;
-    if (plan->src_md != plan->given_src_md) {
-      src = scratch(plan->src_md, 0);
-      dnnl::reorder(given_src, src).execute(s, given_src, src);
-    }
+    const memory src = ReorderIfNeeded(
+        memory(plan->given_src_md, eng, const_cast<void*>(x->raw_data())), plan->src_md, s, 0);
     memory out(plan->out_dst_md, eng, y->raw_data());
-    memory dst = plan->dst_md == plan->out_dst_md ? out : scratch(plan->dst_md, 1);
+    memory dst = plan->dst_md == plan->out_dst_md ? out : ScratchMemory(plan->dst_md, 1);
     if (z) {  // the sum post-op accumulates onto what dst holds: Z in the primitive's layout
       const memory::desc z_md =
           z_blocked_ ? memory::desc(ToDims(os), Type(z_bf16_), SideTag(z_bf16_))
@@ -207,7 +198,7 @@ class BlockedConvKernel final : public OpKernel {
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, plan->weights}};
     if (bias) args[DNNL_ARG_BIAS] = bias;
     if (plan->dw_prim) {  // unfused depthwise: 1x1 into the scratch intermediate, then depthwise
-      memory mid = scratch(plan->mid_md, 2);
+      memory mid = ScratchMemory(plan->mid_md, 2);
       args[DNNL_ARG_DST] = mid;
       ExecutePrimitive(plan->prim, s, std::move(args));
       ExecutePrimitive(*plan->dw_prim, s,
@@ -269,11 +260,13 @@ class BlockedConvKernel final : public OpKernel {
     const auto alg = dnnl::algorithm::convolution_direct;
     const memory::dims st = ToDims(g.strides), dil = DnnlDilations(g.dilations),
                        pl = ToDims(g.pad_begin), pr = ToDims(g.pad_end);
-    auto desc = b_.defined()
-                    ? dnnl::convolution_forward::desc(prop, alg, src_md, w_any, bias_md, dst_md,
-                                                      st, dil, pl, pr)
-                    : dnnl::convolution_forward::desc(prop, alg, src_md, w_any, dst_md, st, dil,
-                                                      pl, pr);
+    auto conv_desc = [&](dnnl::algorithm a) {
+      return b_.defined() ? dnnl::convolution_forward::desc(prop, a, src_md, w_any, bias_md,
+                                                            dst_md, st, dil, pl, pr)
+                          : dnnl::convolution_forward::desc(prop, a, src_md, w_any, dst_md, st,
+                                                            dil, pl, pr);
+    };
+    const auto desc = conv_desc(alg);
     const memory::dims dw_plain = {m, 1, 1, 3, 3};
     std::optional<dnnl::convolution_forward::primitive_desc> pd;
     if (has_dw_) {
@@ -316,14 +309,9 @@ class BlockedConvKernel final : public OpKernel {
       // sum/eltwise post-ops. Measured per layer (ResNet-50 shapes, alternating, 1 thread):
       // 0.27-0.73x the direct kernel's time. Error stays within the float32 model tests'
       // tolerance (tests/models). Direct when oneDNN has no Winograd kernel for the shape.
-      auto wino = b_.defined()
-                      ? dnnl::convolution_forward::desc(prop, dnnl::algorithm::convolution_winograd,
-                                                        src_md, w_any, bias_md, dst_md, st, dil, pl,
-                                                        pr)
-                      : dnnl::convolution_forward::desc(prop, dnnl::algorithm::convolution_winograd,
-                                                        src_md, w_any, dst_md, st, dil, pl, pr);
-      dnnl::convolution_forward::primitive_desc wpd(wino, UserScratchpad(attr), DnnlEngine(),
-                                                    /*allow_empty=*/true);
+      dnnl::convolution_forward::primitive_desc wpd(
+          conv_desc(dnnl::algorithm::convolution_winograd), UserScratchpad(attr), DnnlEngine(),
+          /*allow_empty=*/true);
       if (wpd) pd = wpd;
     }
     if (!pd) pd.emplace(desc, UserScratchpad(attr), DnnlEngine());

@@ -230,6 +230,20 @@ void PackedWeights::Reset(const Tensor& w) {
   defined_ = true;
 }
 
+dnnl::memory ScratchMemory(const dnnl::memory::desc& md, int which) {
+  void* p = ThreadScratch(which, md.get_size());
+  if (p == nullptr) throw std::bad_alloc();
+  return dnnl::memory(md, DnnlEngine(), p);
+}
+
+dnnl::memory ReorderIfNeeded(const dnnl::memory& src, const dnnl::memory::desc& md,
+                             dnnl::stream& s, int which) {
+  if (src.get_desc() == md) return src;
+  dnnl::memory dst = ScratchMemory(md, which);
+  dnnl::reorder(src, dst).execute(s, const_cast<dnnl::memory&>(src), dst);
+  return dst;
+}
+
 dnnl::memory PackedWeights::Get(const dnnl::memory::desc& user_md,
                                 const dnnl::memory::desc& md) const {
   std::lock_guard<std::mutex> lock(mu_);

@@ -71,6 +71,12 @@ Status ParseFusedActivation(const Node& node, dnnl::post_ops* ops,
 // on this thread and is reused, so steady-state calls allocate nothing; it stays valid until the
 // next call with the same slot on the same thread. Null when the memory is not available.
 void* ThreadScratch(int which, size_t bytes);
+// A oneDNN memory for `md` in ThreadScratch slot `which`; throws std::bad_alloc when there is none
+// (kernels run inside DnnlTry).
+dnnl::memory ScratchMemory(const dnnl::memory::desc& md, int which);
+// `src` reordered into `md` (in scratch slot `which`), or `src` itself when it has that layout.
+dnnl::memory ReorderIfNeeded(const dnnl::memory& src, const dnnl::memory::desc& md,
+                             dnnl::stream& s, int which);
 
 // One constant weight of a kernel, packed once per oneDNN weights layout and shared by all of the
 // kernel's per-shape plans (ONNX Runtime's "prepacked weights"). Plans for different input shapes

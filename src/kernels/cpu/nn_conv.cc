@@ -27,22 +27,6 @@ Shape CacheKey(const Shape& x, const Shape& w) {
   return k;
 }
 
-// Memory for `md` in per-thread scratch slot `which` (no allocation in steady state).
-memory ScratchMemory(const memory::desc& md, int which) {
-  void* p = ThreadScratch(which, md.get_size());
-  if (p == nullptr) throw std::bad_alloc();
-  return memory(md, DnnlEngine(), p);
-}
-
-// Reorders `src` (plain) into `md` unless it already has that layout; returns the memory to use,
-// which may live in scratch slot `which`.
-memory ReorderIfNeeded(const memory& src, const memory::desc& md, dnnl::stream& s, int which) {
-  if (src.get_desc() == md) return src;
-  memory dst = ScratchMemory(md, which);
-  dnnl::reorder(src, dst).execute(s, const_cast<memory&>(src), dst);
-  return dst;
-}
-
 // Scratch slots of one Compute call.
 constexpr int kScratchSrc = 0, kScratchWeights = 1, kScratchDst = 2;
 

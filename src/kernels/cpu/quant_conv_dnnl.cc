@@ -18,16 +18,6 @@ struct DnnlQConv::Plan {
   Shape out_shape;  // in y's layout
 };
 
-namespace {
-
-// Per-thread scratch for an activation in the primitive's layout (a fresh buffer if none).
-memory ScratchMemory(const memory::desc& md, int slot) {
-  void* p = ThreadScratch(slot, md.get_size());
-  return p ? memory(md, DnnlEngine(), p) : memory(md, DnnlEngine());
-}
-
-}  // namespace
-
 Shape ChannelsLastShape(const Shape& s) { return {s[0], s[2], s[3], s[1]}; }
 Shape ChannelsFirstShape(const Shape& s) { return {s[0], s[3], s[1], s[2]}; }
 
@@ -183,11 +173,7 @@ Status DnnlQConv::Run(const Node& node, const Tensor& x, const Tensor* z, Tensor
     dnnl::engine& eng = DnnlEngine();
     dnnl::stream s(eng);
     memory user_src(plan->user_src_md, eng, const_cast<void*>(x.raw_data()));
-    memory src = user_src;
-    if (plan->src_md != plan->user_src_md) {
-      src = ScratchMemory(plan->src_md, 0);
-      dnnl::reorder(user_src, src).execute(s, user_src, src);
-    }
+    const memory src = ReorderIfNeeded(user_src, plan->src_md, s, 0);
     memory user_dst(plan->user_dst_md, eng, y->raw_data());
     memory dst = plan->dst_md == plan->user_dst_md
                      ? user_dst
