@@ -74,13 +74,6 @@ std::optional<HeadSplit> MatchKeySplit(const GraphEditor& ed, const std::string&
   return s;
 }
 
-Attribute IntAttr(int64_t v) {
-  Attribute a;
-  a.type = Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-
 Attribute FloatAttr(float v) {
   Attribute a;
   a.type = Attribute::Type::kFloat;

@@ -21,12 +21,7 @@ bool IsBf16Exact(const Tensor& w) {
 // Sets an int attribute; returns whether it changed (so a second run reports 0).
 bool SetFlag(GraphEditor& ed, Node* n, const char* key, bool on) {
   if (n->GetInt(key, 0) == static_cast<int64_t>(on)) return false;
-  ed.EditNode(n, [&](Node& node) {
-    Attribute a;
-    a.type = Attribute::Type::kInt;
-    a.i = on;
-    node.attributes[key] = a;
-  });
+  ed.EditNode(n, [&](Node& node) { node.attributes[key] = IntAttr(on); });
   return true;
 }
 

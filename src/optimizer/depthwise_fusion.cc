@@ -57,29 +57,23 @@ StatusOr<int> DepthwiseFusion::Run(Graph& graph) const {
     const std::string dw_w = dw->inputs[1];
     const std::string dw_b = dw->HasInput(2) ? dw->inputs[2] : "";
     const std::string y = dw->outputs[0];
-    std::map<std::string, Attribute> dw_attrs = dw->attributes;
-    const std::string t = pw->outputs[0];
+    const int64_t stride = dw->GetInts("strides", {1, 1})[0];  // IsDepthwise: both equal
+    const int64_t y_blocked = dw->GetInt("y_blocked", 0);
+    const std::map<std::string, Attribute> dw_attrs = dw->attributes;
     ed.RemoveNode(dw);
     ed.EditNode(pw, [&](Node& n) {
       n.inputs.resize(4);  // X, W, B, Z (empty)
       n.inputs.push_back(dw_w);
-      n.inputs.push_back(dw_b);
-      if (n.inputs.back().empty()) n.inputs.pop_back();
+      if (!dw_b.empty()) n.inputs.push_back(dw_b);
       n.outputs[0] = y;
-      Attribute stride;
-      stride.type = Attribute::Type::kInt;
-      stride.i = dw_attrs["strides"].ints.empty() ? 1 : dw_attrs["strides"].ints[0];
-      n.attributes["dw_stride"] = stride;
-      n.attributes["y_blocked"] = dw_attrs["y_blocked"];
-      if (dw_attrs.count("activation")) {
-        Attribute act = dw_attrs["activation"];
-        n.attributes["dw_activation"] = act;
-      }
-      if (dw_attrs.count("activation_params")) {
-        n.attributes["dw_activation_params"] = dw_attrs["activation_params"];
+      n.attributes["dw_stride"] = IntAttr(stride);
+      n.attributes["y_blocked"] = IntAttr(y_blocked);
+      for (const char* key : {"activation", "activation_params"}) {
+        if (auto it = dw_attrs.find(key); it != dw_attrs.end()) {
+          n.attributes[std::string("dw_") + key] = it->second;
+        }
       }
     });
-    (void)t;
     ++fired;
   }
   RETURN_IF_ERROR(ed.Commit());

@@ -5,6 +5,13 @@
 
 namespace inferd {
 
+Attribute IntAttr(int64_t v) {
+  Attribute a;
+  a.type = Attribute::Type::kInt;
+  a.i = v;
+  return a;
+}
+
 bool IsStandardOp(const Node* node, const char* op_type) {
   return node != nullptr && node->op_type == op_type &&
          (node->domain.empty() || node->domain == "ai.onnx");

@@ -13,6 +13,9 @@ namespace inferd {
 
 inline constexpr char kInferdDomain[] = "ai.inferd";
 
+// An int attribute holding `v` (the flags and counts the passes set on the nodes they rewrite).
+Attribute IntAttr(int64_t v);
+
 // A node of `op_type` in the standard ONNX domain.
 bool IsStandardOp(const Node* node, const char* op_type);
 // A node of `op_type` in the ai.inferd domain.

@@ -56,13 +56,6 @@ bool Follows(const Role& r, size_t i) {
   return false;
 }
 
-Attribute IntAttr(int64_t v) {
-  Attribute a;
-  a.type = Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-
 }  // namespace
 
 StatusOr<int> Int8LayoutPropagation::Run(Graph& graph) const {

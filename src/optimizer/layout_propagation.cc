@@ -16,13 +16,6 @@ bool IsCandidate(const GraphEditor& ed, const Node* n) {
   return ed.graph().ValueType(n->inputs[0]) == DataType::kFloat32;
 }
 
-Attribute IntAttr(int64_t v) {
-  Attribute a;
-  a.type = Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-
 }  // namespace
 
 StatusOr<int> LayoutPropagation::Run(Graph& graph) const {
