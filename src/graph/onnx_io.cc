@@ -17,12 +17,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-StatusOr<std::string> ReadFile(const fs::path& path) {
+// Opens a file for reading, with the errors a user should see for a wrong path.
+StatusOr<std::ifstream> OpenFile(const fs::path& path, std::ios::openmode mode) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return NotFound("file not found: {}", path.string());
   if (fs::is_directory(path, ec)) return InvalidArgument("{} is a directory", path.string());
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  std::ifstream in(path, std::ios::binary | mode);
   if (!in) return NotFound("cannot open {}: {}", path.string(), std::strerror(errno));
+  return in;
+}
+
+StatusOr<std::string> ReadFile(const fs::path& path) {
+  ASSIGN_OR_RETURN(std::ifstream in, OpenFile(path, std::ios::ate));
   // One buffer of the file's size (a stringstream would hold the file twice at its peak).
   std::string bytes(static_cast<size_t>(in.tellg()), '\0');
   in.seekg(0);
@@ -387,11 +393,8 @@ StatusOr<Model> ParseOnnxModel(const std::string& bytes, const fs::path& base_di
 StatusOr<Model> LoadOnnxModel(const fs::path& path, const ImportOptions& options) {
   // Parsed straight from the file: no copy of the file's bytes next to the parsed proto.
   StatusOr<Model> model = [&]() -> StatusOr<Model> {
+    ASSIGN_OR_RETURN(std::ifstream in, OpenFile(path, std::ios::in));
     std::error_code ec;
-    if (!fs::exists(path, ec)) return NotFound("file not found: {}", path.string());
-    if (fs::is_directory(path, ec)) return InvalidArgument("{} is a directory", path.string());
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return NotFound("cannot open {}: {}", path.string(), std::strerror(errno));
     if (fs::file_size(path, ec) == 0) return InvalidArgument("model is empty (0 bytes)");
     onnx::ModelProto mp;
     google::protobuf::io::IstreamInputStream stream(&in);

@@ -203,7 +203,6 @@ StatusOr<std::shared_ptr<GraphExecutor>> GraphExecutor::Create(
     ASSIGN_OR_RETURN(const KernelDef* def, provider->Registry().Find(node, opset, types));
     KernelInfo info(node, opset, graph, options.num_threads, make_subgraph);
     Step step;
-    step.released.clear();
     step.node = &node;
     StatusOr<std::unique_ptr<OpKernel>> kernel = [&]() -> StatusOr<std::unique_ptr<OpKernel>> {
       try {
@@ -258,15 +257,9 @@ StatusOr<std::shared_ptr<GraphExecutor>> GraphExecutor::Create(
       if (slot >= 0) last_use[slot] = static_cast<int>(s);
     }
     // Values captured by subgraphs count as used by the node owning the subgraph.
-    for (const auto& [key, attr] : ex->steps_[s].node->attributes) {
-      std::vector<std::shared_ptr<Graph>> subs = attr.graphs;
-      if (attr.g) subs.push_back(attr.g);
-      for (const auto& sub : subs) {
-        for (const auto& name : sub->OuterScopeValues()) {
-          auto it = ex->slots_.find(name);
-          if (it != ex->slots_.end()) last_use[it->second] = static_cast<int>(s);
-        }
-      }
+    for (const std::string& name : CapturedValues(*ex->steps_[s].node)) {
+      auto it = ex->slots_.find(name);
+      if (it != ex->slots_.end()) last_use[it->second] = static_cast<int>(s);
     }
   }
   std::unordered_set<int> keep(ex->output_slots_.begin(), ex->output_slots_.end());
