@@ -171,6 +171,8 @@ def main():
     expect_error("unknown subcommand", ["frobnicate"], "frobnicate", code=2)
     expect_error("run without model", ["run"], code=2)
     expect_error("negative threads", ["run", good, "--threads", "-3"], code=2)
+    expect_error("zero runs", ["run", good, "--runs", "0"], "--runs", code=2)
+    expect_ok("repeated runs on a poisoned arena", ["run", good, "--runs", "3", "--poison-arena"])
     expect_error("unknown flag", ["inspect", good, "--bogus"], code=2)
 
     if failures:
