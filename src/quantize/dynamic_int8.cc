@@ -5,30 +5,11 @@
 #include <map>
 #include <set>
 
+#include "optimizer/fusion_util.h"
 #include "optimizer/pipeline.h"
 #include "quantize/model_util.h"
 
 namespace inferd::quantize {
-namespace {
-
-Attribute IntAttr(int64_t v) {
-  Attribute a;
-  a.type = Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-
-Tensor Transpose2D(const Tensor& w) {
-  Tensor t = Tensor::Allocate(DataType::kFloat32, {w.dim(1), w.dim(0)});
-  const int64_t r = w.dim(0), c = w.dim(1);
-  for (int64_t i = 0; i < r; ++i) {
-    for (int64_t j = 0; j < c; ++j) t.data<float>()[j * r + i] = w.data<float>()[i * c + j];
-  }
-  return t;
-}
-
-}  // namespace
-
 Status QuantizeDynamicInt8(Model& model, const QuantizeOptions& o, QuantizeReport* report) {
   int64_t opset = model.OpsetFor("");
   if (opset < 11) {

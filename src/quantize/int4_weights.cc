@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "optimizer/fusion_util.h"
 #include "optimizer/pipeline.h"
 #include "quantize/model_util.h"
 
@@ -34,23 +35,6 @@ void PackInt4(const Tensor& w, int64_t block, Tensor* packed, Tensor* scales) {
 }
 
 namespace {
-
-Attribute IntAttr(int64_t v) {
-  Attribute a;
-  a.type = Attribute::Type::kInt;
-  a.i = v;
-  return a;
-}
-
-Tensor Transposed(const Tensor& w) {
-  Tensor t = Tensor::Allocate(DataType::kFloat32, {w.dim(1), w.dim(0)});
-  for (int64_t i = 0; i < w.dim(0); ++i) {
-    for (int64_t j = 0; j < w.dim(1); ++j) {
-      t.data<float>()[j * w.dim(0) + i] = w.data<float>()[i * w.dim(1) + j];
-    }
-  }
-  return t;
-}
 
 // SQNR of `w` (rows along the packing) against its int4 round trip.
 double Int4Sqnr(const Tensor& w, const Tensor& packed, const Tensor& scales, int64_t block) {
@@ -111,7 +95,7 @@ Status QuantizeInt4Weights(Model& model, const QuantizeOptions& o, QuantizeRepor
     }
     // Pack along the reduction dim: rows = N (MatMul: B^T), or the table's rows (Gather).
     Tensor w = it->second;
-    Tensor rows_major = gather ? w : (gemm && n->GetInt("transB", 0) ? w : Transposed(w));
+    Tensor rows_major = gather ? w : (gemm && n->GetInt("transB", 0) ? w : Transpose2D(w));
     Tensor packed, scales;
     PackInt4(rows_major, block, &packed, &scales);
     QuantizeReport::Layer layer;

@@ -89,4 +89,13 @@ double Sqnr(const Tensor& reference, const Tensor& test) {
   return 10.0 * std::log10(sig / noise);
 }
 
+Tensor Transpose2D(const Tensor& w) {
+  Tensor t = Tensor::Allocate(DataType::kFloat32, {w.dim(1), w.dim(0)});
+  const int64_t r = w.dim(0), c = w.dim(1);
+  for (int64_t i = 0; i < r; ++i) {
+    for (int64_t j = 0; j < c; ++j) t.data<float>()[j * r + i] = w.data<float>()[i * c + j];
+  }
+  return t;
+}
+
 }  // namespace inferd::quantize

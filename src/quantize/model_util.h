@@ -33,4 +33,7 @@ Tensor QuantizeWeightsSymmetric(const Tensor& w, int64_t axis, bool per_channel,
 // are equal, -inf-free (a zero reference with noise gives a large negative value).
 double Sqnr(const Tensor& reference, const Tensor& test);
 
+// The transpose of a 2-D float32 tensor (a Gemm's transB weight as [K, N], or back).
+Tensor Transpose2D(const Tensor& w);
+
 }  // namespace inferd::quantize
