@@ -1,0 +1,86 @@
+// Mutex, MutexLock, CondVar: std::mutex and std::condition_variable with Clang thread-safety
+// annotations (common/thread_annotations.h), as leveldb's port::Mutex. Use these, not std::mutex,
+// for any state shared between threads, and mark that state GUARDED_BY the mutex.
+//
+//   Mutex mu_;
+//   CondVar changed_;
+//   std::deque<Task> queue_ GUARDED_BY(mu_);
+//
+//   void Push(Task t) EXCLUDES(mu_) {
+//     MutexLock l(&mu_);
+//     queue_.push_back(std::move(t));
+//     changed_.NotifyOne();
+//   }
+//   Task Pop() EXCLUDES(mu_) {
+//     MutexLock l(&mu_);
+//     while (queue_.empty()) changed_.Wait(&mu_);   // a loop, not a predicate lambda: the
+//     ...                                           // analysis cannot see a lambda runs locked
+//   }
+//
+// Timed waits go through the injected Clock (common/clock.h), so tests drive them with a FakeClock.
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+
+#include "common/clock.h"
+#include "common/thread_annotations.h"
+
+namespace inferd {
+
+class CAPABILITY("mutex") Mutex {
+ public:
+  Mutex() = default;
+  Mutex(const Mutex&) = delete;
+  Mutex& operator=(const Mutex&) = delete;
+
+  void Lock() ACQUIRE() { mu_.lock(); }
+  void Unlock() RELEASE() { mu_.unlock(); }
+  bool TryLock() TRY_ACQUIRE(true) { return mu_.try_lock(); }
+  // Tells the analysis the caller holds this mutex (for callbacks it cannot follow).
+  void AssertHeld() const ASSERT_CAPABILITY(this) {}
+
+ private:
+  friend class CondVar;
+  std::mutex mu_;
+};
+
+// Holds a Mutex for its scope.
+class SCOPED_CAPABILITY MutexLock {
+ public:
+  explicit MutexLock(Mutex* mu) ACQUIRE(mu) : mu_(mu) { mu_->Lock(); }
+  ~MutexLock() RELEASE() { mu_->Unlock(); }
+  MutexLock(const MutexLock&) = delete;
+  MutexLock& operator=(const MutexLock&) = delete;
+
+ private:
+  Mutex* const mu_;
+};
+
+// A condition variable used with one Mutex. Waits may return spuriously: re-check in a loop.
+class CondVar {
+ public:
+  CondVar() = default;
+  CondVar(const CondVar&) = delete;
+  CondVar& operator=(const CondVar&) = delete;
+
+  // Releases `mu` while waiting for a notification; holds it again on return.
+  void Wait(Mutex* mu) REQUIRES(mu) {
+    std::unique_lock<std::mutex> l(mu->mu_, std::adopt_lock);
+    cv_.wait(l);
+    l.release();
+  }
+  // As Wait, also returning once `clock` reaches `deadline` (Clock::kForever: never).
+  void WaitUntil(Mutex* mu, Clock& clock, Clock::TimePoint deadline) REQUIRES(mu) {
+    std::unique_lock<std::mutex> l(mu->mu_, std::adopt_lock);
+    clock.WaitUntil(cv_, l, deadline);
+    l.release();
+  }
+  void NotifyOne() { cv_.notify_one(); }
+  void NotifyAll() { cv_.notify_all(); }
+
+ private:
+  std::condition_variable cv_;
+};
+
+}  // namespace inferd
