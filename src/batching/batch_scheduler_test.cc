@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "testing/fake_clock.h"
+
 namespace inferd::batching {
 namespace {
 

@@ -2,13 +2,12 @@
 // timeouts) can be tested by advancing a FakeClock by hand instead of sleeping.
 //
 // Every timed wait goes through Clock::WaitUntil, which a FakeClock wakes when its time is
-// advanced. Time is steady (monotonic); wall-clock timestamps for reports use WallMillis().
+// advanced (src/testing/fake_clock.h, test-only). Time is steady (monotonic); wall-clock timestamps for reports use WallMillis().
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <list>
 #include <mutex>
 
 namespace inferd {
@@ -40,43 +39,5 @@ class RealClock : public Clock {
 
 // Milliseconds since the Unix epoch (for "last inference" style reports, not for waiting).
 uint64_t WallMillis();
-
-// A clock that only moves when Advance() is called. Threads in WaitUntil wake when the time
-// reaches their deadline (or on their cv's notification). Starts at an arbitrary fixed time point.
-//
-// Tests synchronise with the waiting thread instead of sleeping:
-//   uint64_t mark = clock.WaitMark();
-//   scheduler->Schedule(&task);                         // the scheduler thread re-evaluates...
-//   clock.BlockUntilWaiting(clock.Now() + 1ms, mark);   // ...and now sleeps until +1ms
-//   clock.Advance(1ms);                                 // wakes it
-// Thread-safe.
-class FakeClock : public Clock {
- public:
-  FakeClock();
-  TimePoint Now() const override;
-  void WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
-                 TimePoint deadline) override;
-
-  // Moves time forward and wakes every waiter (whose deadline has passed or not: they re-check).
-  void Advance(std::chrono::microseconds d);
-  // A mark for BlockUntilWaiting: waits that begin after this call have a larger sequence number.
-  uint64_t WaitMark() const;
-  // Blocks until some thread is inside WaitUntil with exactly `deadline`, having entered it after
-  // `mark` was taken (0: any time).
-  void BlockUntilWaiting(TimePoint deadline, uint64_t mark = 0);
-
- private:
-  struct Waiter {
-    std::condition_variable* cv;
-    std::mutex* mu;
-    TimePoint deadline;
-    uint64_t seq;
-  };
-  mutable std::mutex mu_;
-  std::condition_variable waiters_changed_;
-  TimePoint now_;              // guarded by mu_
-  uint64_t next_seq_ = 1;      // guarded by mu_
-  std::list<Waiter> waiters_;  // guarded by mu_
-};
 
 }  // namespace inferd

@@ -5,8 +5,6 @@
 #include <thread>
 #include <vector>
 
-#include "common/clock.h"
-
 namespace inferd {
 namespace {
 
@@ -39,21 +37,6 @@ TEST(HistogramTest, ConcurrentRecording) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(h.Snapshot().count, 40000u);
   EXPECT_EQ(h.Snapshot().CumulativeCount(10), 40000u);
-}
-
-TEST(FakeClockTest, AdvanceWakesWaiter) {
-  FakeClock clock;
-  std::mutex mu;
-  std::condition_variable cv;
-  const auto deadline = clock.Now() + std::chrono::microseconds(100);
-  std::thread waiter([&] {
-    std::unique_lock<std::mutex> l(mu);
-    while (clock.Now() < deadline) clock.WaitUntil(cv, l, deadline);
-  });
-  clock.BlockUntilWaiting(deadline);
-  clock.Advance(std::chrono::microseconds(100));
-  waiter.join();
-  EXPECT_GE(clock.Now(), deadline);
 }
 
 }  // namespace
