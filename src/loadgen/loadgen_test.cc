@@ -12,16 +12,16 @@
 namespace inferd::loadgen {
 namespace {
 
-TEST(LatencyStats, NearestRankPercentiles) {
+TEST(LatencyStats, InterpolatedPercentilesInWholeMicroseconds) {
   std::vector<int64_t> v;
   for (int i = 100; i >= 1; --i) v.push_back(i);  // unsorted on purpose
   LatencySummary s = Summarize(v);
   EXPECT_EQ(s.count, 100);
   EXPECT_DOUBLE_EQ(s.avg_us, 50.5);
-  EXPECT_EQ(s.p50_us, 50);
-  EXPECT_EQ(s.p90_us, 90);
-  EXPECT_EQ(s.p95_us, 95);
-  EXPECT_EQ(s.p99_us, 99);
+  EXPECT_EQ(s.p50_us, 51);  // 50.5, rounded
+  EXPECT_EQ(s.p90_us, 90);  // 90.1
+  EXPECT_EQ(s.p95_us, 95);  // 95.05
+  EXPECT_EQ(s.p99_us, 99);  // 99.01
   EXPECT_EQ(s.max_us, 100);
   std::vector<int64_t> one = {7};
   EXPECT_EQ(Summarize(one).p99_us, 7);
