@@ -1,8 +1,8 @@
 #include "common/stats.h"
 
-#include <vector>
-
 #include <gtest/gtest.h>
+
+#include <vector>
 
 namespace inferd {
 namespace {

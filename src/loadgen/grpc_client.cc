@@ -103,23 +103,21 @@ class GrpcClientBase : public InferenceClient {
   }
 
   StatusOr<ModelMetadata> GetMetadata() override {
-    pb::ModelMetadataRequest req;
-    pb::ModelMetadataResponse resp;
-    RETURN_IF_ERROR(Blocking("ModelMetadata", &Stub::ModelMetadata, req, &resp));
-    ModelMetadata md;
-    for (const auto& t : resp.inputs()) {
-      md.inputs.push_back({t.name(), t.datatype(), {t.shape().begin(), t.shape().end()}});
-    }
-    for (const auto& t : resp.outputs()) {
-      md.outputs.push_back({t.name(), t.datatype(), {t.shape().begin(), t.shape().end()}});
-    }
-    return md;
+    ASSIGN_OR_RETURN(auto resp, Blocking<pb::ModelMetadataRequest>("ModelMetadata",
+                                                                   &Stub::ModelMetadata));
+    auto specs = [](const auto& tensors) {
+      std::vector<TensorSpec> out;
+      for (const auto& t : tensors) {
+        out.push_back({t.name(), t.datatype(), {t.shape().begin(), t.shape().end()}});
+      }
+      return out;
+    };
+    return ModelMetadata{specs(resp.inputs()), specs(resp.outputs())};
   }
 
   StatusOr<ServerStats> GetStats() override {
-    pb::ModelStatisticsRequest req;
-    pb::ModelStatisticsResponse resp;
-    RETURN_IF_ERROR(Blocking("ModelStatistics", &Stub::ModelStatistics, req, &resp));
+    ASSIGN_OR_RETURN(auto resp, Blocking<pb::ModelStatisticsRequest>("ModelStatistics",
+                                                                     &Stub::ModelStatistics));
     ServerStats out;
     for (const auto& m : resp.model_stats()) {
       out.inference_count += m.inference_count();
@@ -149,18 +147,20 @@ class GrpcClientBase : public InferenceClient {
   }
 
  protected:
-  // A blocking call on the first channel with the request timeout, for `name` and `version`.
+  // A blocking call about the model (its name and version) on the first channel, with the
+  // request timeout.
   template <class Request, class Response>
-  Status Blocking(const char* what,
-                  grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
-                  Request& req, Response* resp) {
+  StatusOr<Response> Blocking(const char* what, grpc::Status (Stub::*method)(
+                                                    grpc::ClientContext*, const Request&, Response*)) {
+    Request req;
     req.set_name(options_.model);
     req.set_version(options_.version);
+    Response resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + options_.timeout);
-    grpc::Status s = (stubs_[0].get()->*method)(&ctx, req, resp);
+    grpc::Status s = (stubs_[0].get()->*method)(&ctx, req, &resp);
     if (!s.ok()) return Unavailable("gRPC {}: {}", what, s.error_message());
-    return Status::Ok();
+    return resp;
   }
 
   const ClientOptions options_;

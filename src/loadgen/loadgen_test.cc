@@ -218,14 +218,5 @@ TEST(ServerBench, BadOptionsFailCleanly) {
   EXPECT_NE(s.message().find("127.0.0.1:1"), std::string::npos) << s.message();
 }
 
-TEST(ServerBench, UrlFlagDetection) {
-  const char* a[] = {"bench", "--model", "m", "--url", "http://h:1"};
-  const char* b[] = {"bench", "--model", "m.onnx"};
-  const char* c[] = {"bench", "--url=grpc://h:1"};
-  EXPECT_TRUE(WantsServerBench(5, const_cast<char**>(a)));
-  EXPECT_FALSE(WantsServerBench(3, const_cast<char**>(b)));
-  EXPECT_TRUE(WantsServerBench(2, const_cast<char**>(c)));
-}
-
 }  // namespace
 }  // namespace inferd::loadgen
