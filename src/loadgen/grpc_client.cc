@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <absl/synchronization/mutex.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/proto_buffer_reader.h>
@@ -86,6 +87,11 @@ class Outstanding {
 class GrpcClientBase : public InferenceClient {
  public:
   explicit GrpcClientBase(ClientOptions options) : options_(std::move(options)) {
+    // Debian's Abseil is built without NDEBUG, so absl::Mutex (gRPC's lock) keeps its deadlock
+    // detector on, updating a global lock-order graph on every lock: a debugging aid that costs
+    // the client CPU the server needs. Off for the process, as `inferd serve` does
+    // (src/server/grpc_server.cc).
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
     const std::string target = options_.url.host + ":" + options_.url.port;
     for (int i = 0; i < std::max(1, options_.grpc_channels); ++i) {
       grpc::ChannelArguments args;
