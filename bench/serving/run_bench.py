@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Serving load tests: dynamic batching on the DLRM recommender, and identity-model throughput.
 
-    /usr/bin/python3 bench/serving/run_bench.py [--inferd build/inferd] [--models build/models]
+    /usr/bin/python3 bench/serving/run_bench.py [--inferd build/inferd] [--client INFERD]
+        [--models build/models]
         [--rounds 3] [--seconds 10] [--connections 64] [--only dlrm,identity-http,identity-grpc]
 
 Writes a repository (--work, default build/bench_serving) with
@@ -10,9 +11,11 @@ Writes a repository (--work, default build/bench_serving) with
     identity          FP32 [N, 16] Identity, max_batch_size 64, no dynamic batching
 starts one `inferd serve` (with inferd's own OpenMP wait policy, a bounded spin, unless
 --omp-wait-policy passive or the environment says otherwise) and drives it with `wrk` (HTTP, JSON bodies,
-bench/serving/infer.lua) and bench/serving/grpc_load (gRPC, raw tensors), all with --connections
-concurrent requests (wrk: connections; grpc_load: unary calls in flight over 1 or 4 channels, or
-ModelStreamInfer requests in flight over 4 streams). The variants
+bench/serving/infer.lua) and `inferd bench --url grpc://...` (gRPC, raw tensors), all with --connections
+concurrent requests (wrk: connections; inferd bench: a closed loop of unary calls in flight over 1 or 4
+channels, or of ModelStreamInfer requests in flight over 4 streams with --streaming). Each gRPC run
+loads for 1 s uncounted (--warmup-ms 1000), then measures --seconds as three windows of --seconds / 3
+(--max-trials 3: all three are merged); the request is FP32 [1, 16] holding 0..15. The variants
 of a comparison alternate within each round (A B, B A, ...), so a change in the machine's load hits
 both; the report gives per-run numbers, medians and the ratio of medians. Every run also checks
 that no request failed (a non-2xx answer or gRPC error counts as a failure).
@@ -150,17 +153,32 @@ def run_wrk(url, model, body, seconds, connections):
     return r
 
 
-def run_grpc(tool, target, model, seconds, connections, channels, streams=0):
-    cmd = [tool, "--target", target, "--model", model, "--concurrency", str(connections),
-           "--channels", str(channels), "--seconds", str(seconds), "--warmup-seconds", "1"]
-    if streams:
-        cmd += ["--streams", str(streams)]
-    out = subprocess.run(cmd, capture_output=True, text=True).stdout
-    m = re.search(r"^GRPC_JSON (.*)$", out, re.M)
-    if not m:
-        raise RuntimeError("grpc_load printed no summary:\n" + out)
-    r = json.loads(m.group(1))
-    r["failed"] = r["errors"]
+def identity_input(work):
+    """The identity request's tensor: FP32 [1, 16] holding 0..15, as an .npy for --input."""
+    path = os.path.join(work, "identity_x.npy")
+    np.save(path, np.arange(16, dtype=np.float32).reshape(1, 16))
+    return path
+
+
+def run_grpc(inferd, target, model, seconds, connections, channels, x_npy, out_json,
+             streaming=False):
+    """`inferd bench` closed loop at `connections` requests in flight: 1 s of warm-up, then
+    `seconds` measured in three windows (all merged into one point)."""
+    cmd = [inferd, "bench", "--url", f"grpc://{target}", "--model", model,
+           "--input", f"x={x_npy}", "--concurrency-range", str(connections),
+           "--grpc-channels", str(channels), "--warmup-ms", "1000",
+           "--measurement-interval-ms", str(max(10, round(seconds * 1000 / 3))),
+           "--max-trials", "3", "--json", out_json, "-q"]
+    if streaming:
+        cmd.append("--streaming")
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"inferd bench exited {proc.returncode}:\n{proc.stderr}")
+    with open(out_json) as f:
+        p = json.load(f)[0]
+    # Batch-1 requests: throughput (inferences/s) is requests/s.
+    r = {"rps": p["requests_per_s"], "p50_us": p["p50_ms"] * 1000, "p90_us": p["p90_ms"] * 1000,
+         "p99_us": p["p99_ms"] * 1000, "max_us": p["max_ms"] * 1000, "failed": p["errors"]}
     r["cmd"] = " ".join(cmd)
     return r
 
@@ -192,12 +210,11 @@ def loadavg():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--inferd", default=os.path.join(ROOT, "build", "inferd"))
+    ap.add_argument("--client", default=None,
+                    help="the inferd whose `bench --url` drives gRPC (default: --inferd); to "
+                         "compare two servers, keep one client for both")
     ap.add_argument("--models", default=os.path.join(ROOT, "build", "models"))
     ap.add_argument("--work", default=os.path.join(ROOT, "build", "bench_serving"))
-    ap.add_argument("--grpc-load", default=None,
-                    help="grpc_load binary (default: built into --work by build_grpc_load.sh)")
-    ap.add_argument("--proto-build", default=os.path.join(ROOT, "build"),
-                    help="build folder holding the generated grpc_service.pb.cc")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--connections", type=int, default=64)
@@ -214,11 +231,9 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     repo, bodies = write_repository(args.work, args.models)
     dlrm_body = bodies[args.dlrm_body]
-    grpc_tool = args.grpc_load
-    if "identity-grpc" in only and grpc_tool is None:
-        grpc_tool = os.path.join(args.work, "grpc_load")
-        subprocess.run([os.path.join(HERE, "build_grpc_load.sh"), args.proto_build, grpc_tool],
-                       check=True)
+    client = args.client or args.inferd
+    x_npy = identity_input(args.work)
+    grpc_json = os.path.join(args.work, "grpc_point.json")
     server = Server(args.inferd, repo, os.path.join(args.work, "server.log"),
                     args.server_args.split(), args.omp_wait_policy)
     print(f"server {args.inferd} on {server.http} / {server.grpc}; {os.cpu_count()} CPUs; "
@@ -259,11 +274,12 @@ def main():
             # tritonclient use a channel) and spread over 4 connections.
             for ch in (1, 4):
                 ident[f"gRPC ({ch} channel{'s' if ch > 1 else ''})"] = (
-                    lambda ch=ch: run_grpc(grpc_tool, server.grpc, "identity", args.seconds,
-                                           args.connections, ch))
+                    lambda ch=ch: run_grpc(client, server.grpc, "identity", args.seconds,
+                                           args.connections, ch, x_npy, grpc_json))
             # ModelStreamInfer: 4 streams (one per channel), 16 requests in flight on each.
             ident["gRPC stream (4 streams)"] = lambda: run_grpc(
-                grpc_tool, server.grpc, "identity", args.seconds, args.connections, 4, streams=4)
+                client, server.grpc, "identity", args.seconds, args.connections, 4, x_npy,
+                grpc_json, streaming=True)
         if ident:
             results = {k: [] for k in ident}
             for rnd in range(args.rounds):

@@ -1,6 +1,6 @@
 // The transport side of the server load generator: one interface over KServe v2 HTTP (Boost.Beast,
-// keep-alive connections) and gRPC (gRPC++ callback API), so the load drivers don't know which
-// protocol they measure.
+// keep-alive connections) and gRPC (gRPC++ callback API; unary ModelInfer or ModelStreamInfer), so
+// the load drivers don't know which protocol they measure.
 //
 // Thread-safety: AsyncInfer may be called from any thread, concurrently; completions run on the
 // client's I/O threads and must not block. GetMetadata/GetStats are blocking and use their own
@@ -62,7 +62,13 @@ struct ClientOptions {
   // Most HTTP connections kept open at once; requests beyond it wait in the client (and their
   // latency still counts from their intended send time).
   int max_connections = 256;
-  std::chrono::milliseconds timeout{30000};  // per request
+  std::chrono::milliseconds timeout{30000};  // per request (unary calls and HTTP)
+  // gRPC: channels (separate HTTP/2 connections) requests are spread over, round-robin.
+  int grpc_channels = 2;
+  // gRPC: ModelStreamInfer instead of unary ModelInfer calls (perf_analyzer --streaming), one
+  // bidirectional stream per channel; each request goes to the stream with the fewest in flight.
+  // There is no per-request deadline on a stream: `timeout` bounds only metadata and statistics.
+  bool grpc_streaming = false;
 };
 
 // Error kinds reported to InferCallback, as short stable keys: "" (success), "http_503",

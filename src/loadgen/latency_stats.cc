@@ -5,15 +5,9 @@
 #include <cstdlib>
 #include <numeric>
 
-namespace inferd::loadgen {
+#include "common/stats.h"
 
-int64_t Percentile(const std::vector<int64_t>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  const double n = static_cast<double>(sorted.size());
-  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * n));
-  rank = std::clamp<size_t>(rank, 1, sorted.size());
-  return sorted[rank - 1];
-}
+namespace inferd::loadgen {
 
 LatencySummary Summarize(std::vector<int64_t>& latencies_us) {
   LatencySummary s;
@@ -22,10 +16,11 @@ LatencySummary Summarize(std::vector<int64_t>& latencies_us) {
   s.count = static_cast<int64_t>(latencies_us.size());
   s.avg_us = std::accumulate(latencies_us.begin(), latencies_us.end(), 0.0) /
              static_cast<double>(s.count);
-  s.p50_us = Percentile(latencies_us, 50);
-  s.p90_us = Percentile(latencies_us, 90);
-  s.p95_us = Percentile(latencies_us, 95);
-  s.p99_us = Percentile(latencies_us, 99);
+  auto pct = [&](double p) { return std::llround(Percentile(latencies_us, p)); };
+  s.p50_us = pct(50);
+  s.p90_us = pct(90);
+  s.p95_us = pct(95);
+  s.p99_us = pct(99);
   s.max_us = latencies_us.back();
   return s;
 }

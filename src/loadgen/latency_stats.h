@@ -21,12 +21,10 @@ struct LatencySummary {
   int64_t p50_us = 0, p90_us = 0, p95_us = 0, p99_us = 0, max_us = 0;
 };
 
-// Nearest-rank percentiles (the value below which `p` percent of the samples fall; p99 of 100
-// samples is the 99th smallest). Sorts `latencies_us` in place. Empty input gives all zeros.
+// Percentiles by common/stats.h's convention (linear interpolation between the closest ranks,
+// numpy's default), rounded to whole µs. Sorts `latencies_us` in place. Empty input gives all
+// zeros.
 LatencySummary Summarize(std::vector<int64_t>& latencies_us);
-
-// Nearest-rank percentile of sorted samples; `p` in [0, 100].
-int64_t Percentile(const std::vector<int64_t>& sorted, double p);
 
 // perf_analyzer's rule: the last `n` values are stable when max <= min * (1 + percentage / 100)
 // and none is zero. Fewer than `n` values are never stable.

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <iostream>
+#include <ostream>
 #include <optional>
 #include <thread>
 
@@ -192,13 +192,23 @@ std::unique_ptr<LoadDriver> StartDriver(InferenceClient& client, std::shared_ptr
 
 void SleepFor(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
+// Lets the load run --warmup-ms uncounted (connections open, the server's first requests), then
+// marks the start of the first window.
+Boundary WarmUp(LevelRunner& runner, Recorder& rec, const ServerBenchOptions& o) {
+  if (o.warmup_ms > 0) {
+    SleepFor(o.warmup_ms);
+    rec.Take();
+  }
+  return runner.Mark();
+}
+
 StatusOr<PointResult> MeasureLevel(InferenceClient& client, const ServerBenchOptions& o,
                                    PointResult::Mode mode, double level,
                                    ArrivalSchedule::Distribution dist, std::ostream& err) {
   LevelRunner runner(client, o);
   auto rec = std::make_shared<Recorder>();
-  Boundary a = runner.Mark();
   auto driver = StartDriver(client, rec, mode, level, dist, o.seed);
+  Boundary a = WarmUp(runner, *rec, o);
   std::vector<Window> windows;
   std::vector<double> throughputs, latencies;
   bool stable = false;
@@ -277,6 +287,8 @@ Status Validate(const ServerBenchOptions& o) {
   if (o.stability_percentage <= 0) return InvalidArgument("--stability-percentage must be > 0");
   if (o.max_trials < 3) return InvalidArgument("--max-trials must be at least 3");
   if (o.max_connections < 1) return InvalidArgument("--max-connections must be at least 1");
+  if (o.warmup_ms < 0) return InvalidArgument("--warmup-ms must not be negative");
+  if (o.grpc_channels < 1) return InvalidArgument("--grpc-channels must be at least 1");
   if (o.timeout_ms < 1) return InvalidArgument("--timeout-ms must be positive");
   return Status::Ok();
 }
@@ -288,9 +300,9 @@ Status Soak(InferenceClient& client, const ServerBenchOptions& o, PointResult::M
             std::vector<PointResult>* points, std::ostream& out) {
   LevelRunner runner(client, o);
   auto rec = std::make_shared<Recorder>();
-  Boundary a = runner.Mark();
-  const auto start = a.time;
   auto driver = StartDriver(client, rec, mode, level, dist, o.seed);
+  Boundary a = WarmUp(runner, *rec, o);
+  const auto start = a.time;
   std::vector<Window> windows;
   PointResult base;
   int warnings = 0;
@@ -338,44 +350,18 @@ Status Soak(InferenceClient& client, const ServerBenchOptions& o, PointResult::M
 
 }  // namespace
 
-void AddServerBenchFlags(CLI::App& cmd, ServerBenchOptions* o) {
-  cmd.add_option("--url", o->url, "Server to load: http://HOST:PORT or grpc://HOST:PORT")
-      ->required();
-  cmd.add_option("--model,-m", o->model, "Model name")->required();
-  cmd.add_option("--version", o->version, "Model version (default: the server's choice)");
-  cmd.add_option("--concurrency-range", o->concurrency_range,
-                 "Closed loop: outstanding requests A:B:STEP (default 1)");
-  cmd.add_option("--request-rate-range", o->request_rate_range,
-                 "Open loop: requests per second A:B:STEP; latency from intended send times");
-  cmd.add_option("--distribution", o->distribution, "Open-loop arrivals: poisson or constant");
-  cmd.add_option("--batch,-b", o->batch, "Rows per request (the first variable dim)");
-  cmd.add_option("--input,-i", o->inputs, "NAME=FILE.npy for an input (repeatable)");
-  cmd.add_option("--shape", o->shapes, "NAME=D1,D2,... for an input's variable dims (repeatable)");
-  cmd.add_flag("--random", o->random, "Random data for inputs without --input (the default)");
-  cmd.add_option("--measurement-interval-ms", o->measurement_interval_ms, "Window length");
-  cmd.add_option("--stability-percentage", o->stability_percentage,
-                 "Accept a level when its last three windows agree within this percentage");
-  cmd.add_option("--max-trials", o->max_trials, "Most windows per level");
-  cmd.add_option("--json", o->json_path, "Write the points as a JSON list");
-  cmd.add_option("--csv", o->csv_path, "Write the points as CSV");
-  cmd.add_option("--plot", o->plot_path, "Write an SVG latency-throughput chart");
-  cmd.add_option("--duration", o->duration,
-                 "Soak mode: run the first level this long (30m, 2h, 45s), a line per window");
-  cmd.add_option("--metrics-url", o->metrics_url,
-                 "Server's Prometheus page (http://HOST:8002/metrics) for its CPU use and RSS");
-  cmd.add_option("--max-connections", o->max_connections, "Most HTTP connections at once");
-  cmd.add_option("--timeout-ms", o->timeout_ms, "Per-request timeout");
-  cmd.add_option("--seed", o->seed, "Seed for random inputs and Poisson arrivals");
-  cmd.add_flag("--quiet,-q", o->quiet, "No progress lines on stderr");
-}
-
 Status RunServerBench(const ServerBenchOptions& o, std::ostream& out, std::ostream& err) {
   RETURN_IF_ERROR(Validate(o));
   ClientOptions co;
   ASSIGN_OR_RETURN(co.url, ParseServerUrl(o.url));
+  if (o.streaming && co.url.protocol != ServerUrl::Protocol::kGrpc) {
+    return InvalidArgument("--streaming needs a grpc:// --url (it uses ModelStreamInfer)");
+  }
   co.model = o.model;
   co.version = o.version;
   co.max_connections = o.max_connections;
+  co.grpc_channels = o.grpc_channels;
+  co.grpc_streaming = o.streaming;
   co.timeout = std::chrono::milliseconds(o.timeout_ms);
   ASSIGN_OR_RETURN(auto dist, ParseDistribution(o.distribution));
   const bool open_loop = !o.request_rate_range.empty();
@@ -431,36 +417,6 @@ Status RunServerBench(const ServerBenchOptions& o, std::ostream& out, std::ostre
         LatencyThroughputSvg(points, fmt::format("{} at {} (batch {})", o.model, o.url, o.batch))));
   }
   return Status::Ok();
-}
-
-bool WantsServerBench(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    std::string_view a = argv[i];
-    if (a == "--url" || a.starts_with("--url=")) return true;
-  }
-  return false;
-}
-
-int ServerBenchMain(int argc, char** argv) {
-  CLI::App app{"inferd bench --url: load generator for KServe v2 servers (HTTP or gRPC)",
-               "inferd bench"};
-  ServerBenchOptions o;
-  AddServerBenchFlags(app, &o);
-  auto fail = [](const std::string& m) {
-    std::string line = m;
-    std::replace(line.begin(), line.end(), '\n', ' ');
-    std::cerr << "inferd: error: " << line << std::endl;
-    return 1;
-  };
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
-    fail(std::string(e.what()) + " (see inferd bench --url URL --help)");
-    return 2;
-  }
-  Status s = RunServerBench(o, std::cout, std::cerr);
-  return s.ok() ? 0 : fail(s.message());
 }
 
 }  // namespace inferd::loadgen

@@ -10,9 +10,14 @@
 // Each load level runs in windows of --measurement-interval-ms; a level is accepted when the last
 // three windows agree (throughput and average latency within --stability-percentage) or after
 // --max-trials windows (then reported with "stable": false). The reported numbers merge the last
-// three windows. Open-loop latency counts from each request's intended send time (see
-// load_driver.h). Server-side queue and compute times are deltas of the model's statistics over
-// the measured windows, averaged per request.
+// three windows; --warmup-ms runs the load first without counting it. Open-loop latency counts
+// from each request's intended send time (see load_driver.h). Server-side queue and compute times
+// are deltas of the model's statistics over the measured windows, averaged per request.
+//
+// gRPC sends unary ModelInfer calls over --grpc-channels connections, or with --streaming
+// ModelStreamInfer requests over one stream per connection (perf_analyzer --streaming):
+//   inferd bench --url grpc://127.0.0.1:8001 --model identity --concurrency-range 64
+//                --grpc-channels 4 --streaming
 #pragma once
 
 #include <chrono>
@@ -20,13 +25,13 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "common/status.h"
 #include "loadgen/report.h"
 
 namespace inferd::loadgen {
 
+// The `inferd bench --url` flags (src/tools/bench_command.cc registers them; the defaults here
+// are the documented ones).
 struct ServerBenchOptions {
   std::string url;                // http://HOST:PORT or grpc://HOST:PORT
   std::string model;
@@ -38,6 +43,7 @@ struct ServerBenchOptions {
   std::vector<std::string> inputs;       // NAME=FILE.npy
   std::vector<std::string> shapes;       // NAME=D1,D2,... for variable dims
   bool random = true;                    // the default; --random states it explicitly
+  int warmup_ms = 0;                     // load before each level's first window, not counted
   int measurement_interval_ms = 5000;
   double stability_percentage = 10;
   int max_trials = 10;                   // windows per level at most (>= 3)
@@ -45,23 +51,15 @@ struct ServerBenchOptions {
   std::string duration;                  // soak mode: "30m"
   std::string metrics_url;               // http://HOST:PORT/metrics, for server CPU and RSS
   int max_connections = 256;             // HTTP connection pool bound
+  int grpc_channels = 2;                 // gRPC connections (ClientOptions::grpc_channels)
+  bool streaming = false;                // gRPC ModelStreamInfer, a stream per channel
   int timeout_ms = 30000;                // per request
   uint64_t seed = 1;
   bool quiet = false;                    // no progress lines
 };
 
-// Adds the flags above to `cmd` (an `inferd bench` subcommand or a standalone app).
-void AddServerBenchFlags(CLI::App& cmd, ServerBenchOptions* options);
-
 // Runs the sweep (or soak), prints a table to `out`, progress to `err`, writes the files asked
 // for. Fails on bad options, an unreachable server or a level where every request failed.
 Status RunServerBench(const ServerBenchOptions& options, std::ostream& out, std::ostream& err);
-
-// Parses argv as `inferd bench --url ...` (argv[0] = "bench") and runs it; returns the exit code
-// (0 ok, 1 error, 2 usage), errors as one line on stderr. For src/tools/main.cc's dispatch.
-int ServerBenchMain(int argc, char** argv);
-
-// True when argv (after the subcommand) has --url, i.e. the bench targets a server.
-bool WantsServerBench(int argc, char** argv);
 
 }  // namespace inferd::loadgen

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 
+#include "common/stats.h"
 #include "optimizer/optimization_level.h"
 #include "runtime/session.h"
 #include "tools/tensor_util.h"
@@ -30,15 +31,6 @@ double ProcessCpuMs() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-double Percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  if (v.empty()) return 0;
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
 std::string JsonEscape(const std::string& s) {
@@ -99,28 +91,9 @@ StatusOr<std::vector<int64_t>> ParseDims(const std::string& text) {
   return dims;
 }
 
-CLI::App* AddBenchSubcommand(CLI::App& app, BenchOptions* o) {
-  CLI::App* cmd = app.add_subcommand(
-      "bench", "Measure a model's latency and throughput on random inputs (in-process)");
-  cmd->add_option("--model,-m,model", o->model, "Model file (.onnx)")->required();
-  cmd->add_option("--batch,-b", o->batch, "Batch size for symbolic first dims")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  cmd->add_option("--seq-len", o->seq_len, "Second dim of 2-D integer inputs (token ids, masks)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
-  cmd->add_option("--input-shape", o->input_shapes, "NAME=DxDx... for one input (repeatable)");
-  cmd->add_option("--threads,-t", o->threads, "Intra-op threads (0 = all cores)")
-      ->check(CLI::Range(0, 4096));
-  cmd->add_option("--iterations,-n", o->iterations, "Timed runs")->check(CLI::Range(1, 1000000));
-  cmd->add_option("--warmup,-w", o->warmup, "Untimed runs first")->check(CLI::Range(0, 1000000));
-  cmd->add_option("--level,-l", o->level, "Optimization level: none, basic, extended, all");
-  cmd->add_flag("--json", o->json, "Print one JSON object instead of the summary");
-  cmd->add_flag("--profile", o->profile, "Time every node and list the top op types");
-  cmd->add_option("--seed", o->seed, "Seed for the random inputs");
-  return cmd;
-}
+namespace {
 
-Status BenchCommand(const BenchOptions& options, std::ostream& out) {
-  ASSIGN_OR_RETURN(OptimizationLevel level, ParseOptimizationLevel(options.level));
+StatusOr<std::map<std::string, Shape>> ParseShapeOverrides(const BenchOptions& options) {
   std::map<std::string, Shape> overrides;
   for (const std::string& arg : options.input_shapes) {
     const size_t eq = arg.find('=');
@@ -129,6 +102,193 @@ Status BenchCommand(const BenchOptions& options, std::ostream& out) {
     }
     ASSIGN_OR_RETURN(overrides[arg.substr(0, eq)], ParseDims(arg.substr(eq + 1)));
   }
+  return overrides;
+}
+
+struct Feeds {
+  std::vector<Tensor> tensors;
+  std::string shapes_text;  // "NAME=DxD NAME=DxD"
+};
+
+// Random inputs of the bench shapes (BenchShape), integers bounded by the tables they index.
+StatusOr<Feeds> MakeFeeds(const Session& session, const BenchOptions& options,
+                          const std::map<std::string, Shape>& overrides) {
+  const std::vector<ValueInfo>& decl = session.inputs();
+  for (const auto& [name, shape] : overrides) {
+    if (std::none_of(decl.begin(), decl.end(),
+                     [&](const ValueInfo& v) { return v.name == name; })) {
+      return InvalidArgument("--input-shape: the model has no input '{}'", name);
+    }
+  }
+  std::mt19937_64 rng(options.seed);
+  Feeds feeds;
+  for (const ValueInfo& vi : decl) {
+    ASSIGN_OR_RETURN(Shape shape, BenchShape(vi, options, overrides));
+    ValueInfo concrete = vi;
+    std::vector<Dim> dims(shape.size());
+    for (size_t d = 0; d < shape.size(); ++d) dims[d].value = shape[d];
+    concrete.shape = dims;
+    const int64_t limit = IntegerInputLimit(session.model().graph, vi.name);
+    ASSIGN_OR_RETURN(Tensor t, RandomInput(concrete, rng, limit));
+    feeds.shapes_text += fmt::format("{}{}={}", feeds.shapes_text.empty() ? "" : " ", vi.name,
+                                     ShapeToString(shape));
+    feeds.tensors.push_back(std::move(t));
+  }
+  return feeds;
+}
+
+struct Timing {
+  std::vector<double> samples;  // ms per timed run, in run order
+  double cpu_ms = 0;            // process CPU time per timed run
+  double median = 0, p90 = 0, mean = 0, min = 0;
+};
+
+// --warmup untimed runs, then --iterations timed ones (profiled with --profile).
+StatusOr<Timing> TimeRuns(Session& session, const std::vector<Tensor>& feeds,
+                          const BenchOptions& options) {
+  std::vector<Tensor> outputs;
+  for (int i = 0; i < options.warmup; ++i) {
+    Status st = session.Run(feeds, &outputs);
+    if (!st.ok()) return st.WithContext("warmup run");
+  }
+  const GraphExecutor& ex = session.executor();
+  if (options.profile) {
+    ex.ResetProfile();
+    ex.set_profiling(true);
+  }
+  Timing t;
+  const double cpu_start = ProcessCpuMs();
+  for (int i = 0; i < options.iterations; ++i) {
+    const auto s = std::chrono::steady_clock::now();
+    Status st = session.Run(feeds, &outputs);
+    t.samples.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
+    if (!st.ok()) return st;
+  }
+  t.cpu_ms = (ProcessCpuMs() - cpu_start) / options.iterations;
+  ex.set_profiling(false);
+  std::vector<double> sorted = t.samples;  // `samples` stays in run order for samples_ms
+  std::sort(sorted.begin(), sorted.end());
+  t.median = Percentile(sorted, 50);
+  t.p90 = Percentile(sorted, 90);
+  t.mean = std::accumulate(t.samples.begin(), t.samples.end(), 0.0) / t.samples.size();
+  t.min = sorted.front();
+  return t;
+}
+
+struct OpProfile {
+  std::vector<std::pair<std::string, std::pair<double, int64_t>>> by_op;  // ms/run, nodes
+  std::vector<NodeProfile> nodes;  // slowest first
+  double profiled_ms = 0;          // per run, inside kernels
+};
+
+// Per op type, sorted by total time.
+OpProfile SummarizeProfile(const GraphExecutor& ex, int iterations) {
+  OpProfile p;
+  p.nodes = ex.Profile();
+  std::map<std::string, std::pair<double, int64_t>> agg;
+  for (const NodeProfile& n : p.nodes) {
+    agg[n.op_type].first += n.total_ms / iterations;
+    agg[n.op_type].second += 1;
+    p.profiled_ms += n.total_ms / iterations;
+  }
+  p.by_op.assign(agg.begin(), agg.end());
+  std::sort(p.by_op.begin(), p.by_op.end(),
+            [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  std::sort(p.nodes.begin(), p.nodes.end(),
+            [](const NodeProfile& a, const NodeProfile& b) { return a.total_ms > b.total_ms; });
+  return p;
+}
+
+// What both renderings report.
+struct BenchReport {
+  const BenchOptions& options;
+  const Session& session;
+  OptimizationLevel level;
+  std::string shapes_text;
+  Timing timing;
+  OpProfile profile;
+  double load_ms = 0;
+};
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+double ItemsPerSecond(const BenchReport& r) {
+  return r.timing.median > 0 ? r.options.batch * 1000.0 / r.timing.median : 0;
+}
+
+void WriteJson(const BenchReport& r, std::ostream& out) {
+  const BenchOptions& options = r.options;
+  const MemoryPlanStats mem = r.session.executor().memory_stats();
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  std::string samples_text;
+  for (double v : r.timing.samples)
+    samples_text += fmt::format("{}{:.3f}", samples_text.empty() ? "" : ", ", v);
+  std::string profile_text;
+  for (const auto& [op, v] : r.profile.by_op) {
+    profile_text +=
+        fmt::format("{}{{\"op_type\": \"{}\", \"nodes\": {}, \"ms_per_run\": {:.3f}}}",
+                    profile_text.empty() ? "" : ", ", JsonEscape(op), v.second, v.first);
+  }
+  out << fmt::format(
+             "{{\"model\": \"{}\", \"inputs\": \"{}\", \"batch\": {}, \"seq_len\": {}, "
+             "\"threads\": {}, \"level\": \"{}\", \"iterations\": {}, \"warmup\": {}, "
+             "\"median_ms\": {:.3f}, \"p90_ms\": {:.3f}, \"mean_ms\": {:.3f}, "
+             "\"min_ms\": {:.3f}, \"cpu_ms\": {:.3f}, \"items_per_s\": {:.3f}, \"load_ms\": "
+             "{:.1f}, "
+             "\"peak_rss_mb\": {:.1f}, \"arena_mb\": {:.2f}, \"sum_tensors_mb\": {:.2f}, "
+             "\"omp_wait_policy\": \"{}\", \"samples_ms\": [{}]",
+             JsonEscape(options.model), JsonEscape(r.shapes_text), options.batch,
+             options.seq_len, r.session.num_threads(), OptimizationLevelName(r.level),
+             options.iterations, options.warmup, r.timing.median, r.timing.p90, r.timing.mean,
+             r.timing.min, r.timing.cpu_ms, ItemsPerSecond(r), r.load_ms, PeakRssMb(),
+             mem.arena_bytes / kMiB, mem.sum_tensor_bytes / kMiB,
+             wait_policy ? JsonEscape(wait_policy) : "", samples_text)
+      << (options.profile ? fmt::format(", \"profile\": [{}]", profile_text) : "") << "}\n";
+}
+
+void WriteProfileText(const OpProfile& p, int iterations, std::ostream& out) {
+  out << fmt::format("\nprofile: {:.2f} ms per run inside kernels\n", p.profiled_ms);
+  out << fmt::format("  {:<24} {:>6} {:>10} {:>6}\n", "op type", "nodes", "ms/run", "share");
+  for (const auto& [op, v] : p.by_op) {
+    out << fmt::format("  {:<24} {:>6} {:>10.3f} {:>5.1f}%\n", op, v.second, v.first,
+                       p.profiled_ms > 0 ? 100.0 * v.first / p.profiled_ms : 0.0);
+  }
+  out << "\n  slowest nodes:\n";
+  for (size_t i = 0; i < p.nodes.size() && i < 10; ++i) {
+    out << fmt::format("  {:<40} {:<16} {:>10.3f} ms/run\n", p.nodes[i].name, p.nodes[i].op_type,
+                       p.nodes[i].total_ms / iterations);
+  }
+}
+
+void WriteText(const BenchReport& r, std::ostream& out) {
+  const BenchOptions& options = r.options;
+  const Timing& t = r.timing;
+  const MemoryPlanStats mem = r.session.executor().memory_stats();
+  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
+  const char* spin_count = std::getenv("GOMP_SPINCOUNT");
+  out << fmt::format("model      {}\ninputs     {}\n", options.model, r.shapes_text);
+  out << fmt::format("threads    {} (level {}, OMP_WAIT_POLICY={}, GOMP_SPINCOUNT={})\n",
+                     r.session.num_threads(), OptimizationLevelName(r.level),
+                     wait_policy ? wait_policy : "unset", spin_count ? spin_count : "unset");
+  out << fmt::format(
+      "latency    median {:.2f} ms, p90 {:.2f} ms, mean {:.2f} ms over {} runs "
+      "({} warmup); CPU time {:.2f} ms per run\n",
+      t.median, t.p90, t.mean, options.iterations, options.warmup, t.cpu_ms);
+  out << fmt::format("throughput {:.2f} items/s (batch {})\n", ItemsPerSecond(r), options.batch);
+  out << fmt::format(
+      "memory     peak RSS {:.1f} MiB; arena {:.1f} MiB for {} tensors "
+      "(sum of their sizes {:.1f} MiB); load {:.0f} ms\n",
+      PeakRssMb(), mem.arena_bytes / kMiB, mem.planned_tensors, mem.sum_tensor_bytes / kMiB,
+      r.load_ms);
+  if (options.profile) WriteProfileText(r.profile, options.iterations, out);
+}
+
+}  // namespace
+
+Status BenchCommand(const BenchOptions& options, std::ostream& out) {
+  ASSIGN_OR_RETURN(OptimizationLevel level, ParseOptimizationLevel(options.level));
+  ASSIGN_OR_RETURN(auto overrides, ParseShapeOverrides(options));
   SessionOptions so;
   so.num_threads = options.threads;
   so.optimization_level = level;
@@ -139,129 +299,14 @@ Status BenchCommand(const BenchOptions& options, std::ostream& out) {
   const double load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
-  const std::vector<ValueInfo>& decl = session->inputs();
-  for (const auto& [name, shape] : overrides) {
-    if (std::none_of(decl.begin(), decl.end(),
-                     [&](const ValueInfo& v) { return v.name == name; })) {
-      return InvalidArgument("--input-shape: the model has no input '{}'", name);
-    }
-  }
-  std::mt19937_64 rng(options.seed);
-  std::vector<Tensor> feeds;
-  std::string shapes_text;
-  for (const ValueInfo& vi : decl) {
-    ASSIGN_OR_RETURN(Shape shape, BenchShape(vi, options, overrides));
-    ValueInfo concrete = vi;
-    std::vector<Dim> dims(shape.size());
-    for (size_t d = 0; d < shape.size(); ++d) dims[d].value = shape[d];
-    concrete.shape = dims;
-    const int64_t limit = IntegerInputLimit(session->model().graph, vi.name);
-    ASSIGN_OR_RETURN(Tensor t, RandomInput(concrete, rng, limit));
-    shapes_text +=
-        fmt::format("{}{}={}", shapes_text.empty() ? "" : " ", vi.name, ShapeToString(shape));
-    feeds.push_back(std::move(t));
-  }
-
-  std::vector<Tensor> outputs;
-  for (int i = 0; i < options.warmup; ++i) {
-    Status st = session->Run(feeds, &outputs);
-    if (!st.ok()) return st.WithContext("warmup run");
-  }
-  const GraphExecutor& ex = session->executor();
-  if (options.profile) {
-    ex.ResetProfile();
-    ex.set_profiling(true);
-  }
-  std::vector<double> samples;
-  const double cpu_start = ProcessCpuMs();
-  for (int i = 0; i < options.iterations; ++i) {
-    const auto s = std::chrono::steady_clock::now();
-    Status st = session->Run(feeds, &outputs);
-    samples.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
-    if (!st.ok()) return st;
-  }
-  const double cpu_ms = (ProcessCpuMs() - cpu_start) / options.iterations;
-  ex.set_profiling(false);
-
-  const double median = Percentile(samples, 0.5), p90 = Percentile(samples, 0.9);
-  const double mean = std::accumulate(samples.begin(), samples.end(), 0.0) / samples.size();
-  const double items_per_s = median > 0 ? options.batch * 1000.0 / median : 0;
-  const MemoryPlanStats mem = ex.memory_stats();
-  const double mib = 1024.0 * 1024.0;
-  const char* wait_policy = std::getenv("OMP_WAIT_POLICY");
-  const char* spin_count = std::getenv("GOMP_SPINCOUNT");
-
-  // Per op type, sorted by total time.
-  std::vector<std::pair<std::string, std::pair<double, int64_t>>> by_op;
-  std::vector<NodeProfile> nodes;
-  double profiled_ms = 0;
-  if (options.profile) {
-    nodes = ex.Profile();
-    std::map<std::string, std::pair<double, int64_t>> agg;
-    for (const NodeProfile& n : nodes) {
-      agg[n.op_type].first += n.total_ms / options.iterations;
-      agg[n.op_type].second += 1;
-      profiled_ms += n.total_ms / options.iterations;
-    }
-    by_op.assign(agg.begin(), agg.end());
-    std::sort(by_op.begin(), by_op.end(),
-              [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
-    std::sort(nodes.begin(), nodes.end(),
-              [](const NodeProfile& a, const NodeProfile& b) { return a.total_ms > b.total_ms; });
-  }
-
+  ASSIGN_OR_RETURN(Feeds feeds, MakeFeeds(*session, options, overrides));
+  ASSIGN_OR_RETURN(Timing timing, TimeRuns(*session, feeds.tensors, options));
+  BenchReport report{options, *session, level, feeds.shapes_text, std::move(timing), {}, load_ms};
+  if (options.profile) report.profile = SummarizeProfile(session->executor(), options.iterations);
   if (options.json) {
-    std::string samples_text;
-    for (double v : samples)
-      samples_text += fmt::format("{}{:.3f}", samples_text.empty() ? "" : ", ", v);
-    std::string profile_text;
-    for (const auto& [op, v] : by_op) {
-      profile_text +=
-          fmt::format("{}{{\"op_type\": \"{}\", \"nodes\": {}, \"ms_per_run\": {:.3f}}}",
-                      profile_text.empty() ? "" : ", ", JsonEscape(op), v.second, v.first);
-    }
-    out << fmt::format(
-               "{{\"model\": \"{}\", \"inputs\": \"{}\", \"batch\": {}, \"seq_len\": {}, "
-               "\"threads\": {}, \"level\": \"{}\", \"iterations\": {}, \"warmup\": {}, "
-               "\"median_ms\": {:.3f}, \"p90_ms\": {:.3f}, \"mean_ms\": {:.3f}, "
-               "\"min_ms\": {:.3f}, \"cpu_ms\": {:.3f}, \"items_per_s\": {:.3f}, \"load_ms\": "
-               "{:.1f}, "
-               "\"peak_rss_mb\": {:.1f}, \"arena_mb\": {:.2f}, \"sum_tensors_mb\": {:.2f}, "
-               "\"omp_wait_policy\": \"{}\", \"samples_ms\": [{}]",
-               JsonEscape(options.model), JsonEscape(shapes_text), options.batch, options.seq_len,
-               session->num_threads(), OptimizationLevelName(level), options.iterations,
-               options.warmup, median, p90, mean, *std::min_element(samples.begin(), samples.end()),
-               cpu_ms, items_per_s, load_ms, PeakRssMb(), mem.arena_bytes / mib,
-               mem.sum_tensor_bytes / mib, wait_policy ? JsonEscape(wait_policy) : "", samples_text)
-        << (options.profile ? fmt::format(", \"profile\": [{}]", profile_text) : "") << "}\n";
-    return Status::Ok();
-  }
-  out << fmt::format("model      {}\ninputs     {}\n", options.model, shapes_text);
-  out << fmt::format("threads    {} (level {}, OMP_WAIT_POLICY={}, GOMP_SPINCOUNT={})\n",
-                     session->num_threads(), OptimizationLevelName(level),
-                     wait_policy ? wait_policy : "unset", spin_count ? spin_count : "unset");
-  out << fmt::format(
-      "latency    median {:.2f} ms, p90 {:.2f} ms, mean {:.2f} ms over {} runs "
-      "({} warmup); CPU time {:.2f} ms per run\n",
-      median, p90, mean, options.iterations, options.warmup, cpu_ms);
-  out << fmt::format("throughput {:.2f} items/s (batch {})\n", items_per_s, options.batch);
-  out << fmt::format(
-      "memory     peak RSS {:.1f} MiB; arena {:.1f} MiB for {} tensors "
-      "(sum of their sizes {:.1f} MiB); load {:.0f} ms\n",
-      PeakRssMb(), mem.arena_bytes / mib, mem.planned_tensors, mem.sum_tensor_bytes / mib, load_ms);
-  if (options.profile) {
-    out << fmt::format("\nprofile: {:.2f} ms per run inside kernels\n", profiled_ms);
-    out << fmt::format("  {:<24} {:>6} {:>10} {:>6}\n", "op type", "nodes", "ms/run", "share");
-    for (const auto& [op, v] : by_op) {
-      out << fmt::format("  {:<24} {:>6} {:>10.3f} {:>5.1f}%\n", op, v.second, v.first,
-                         profiled_ms > 0 ? 100.0 * v.first / profiled_ms : 0.0);
-    }
-    out << "\n  slowest nodes:\n";
-    for (size_t i = 0; i < nodes.size() && i < 10; ++i) {
-      out << fmt::format("  {:<40} {:<16} {:>10.3f} ms/run\n", nodes[i].name, nodes[i].op_type,
-                         nodes[i].total_ms / options.iterations);
-    }
+    WriteJson(report, out);
+  } else {
+    WriteText(report, out);
   }
   return Status::Ok();
 }

@@ -1,4 +1,5 @@
-// `inferd bench`: measures one model's latency and throughput in-process on random inputs.
+// `inferd bench --model M.onnx` (engine mode; the flags are registered by bench_cli.h): measures
+// one model's latency and throughput in-process on random inputs.
 //
 //   inferd bench --model bert.onnx --batch 16 --seq-len 128 --threads 2 --iterations 10 --json
 //
@@ -6,12 +7,11 @@
 // a 2-D integer input as --seq-len, others as 1; --input-shape NAME=DxD... overrides one input.
 // Floats are uniform in [-1, 1); integers lie in [0, smallest table a Gather indexes with them)
 // (else [0, 2)) so embedding lookups stay valid. Each iteration is one Session::Run; the report
-// gives median / p90 / mean latency, items per second (batch / median), peak RSS and the memory
-// plan (arena size vs. the sum of the planned tensors). --profile adds per-node timing, summed by
-// op type.
+// gives median / p90 (common/stats.h percentiles) / mean latency, items per second (batch /
+// median), peak RSS and the memory plan (arena size vs. the sum of the planned tensors).
+// --profile adds per-node timing, summed by op type.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -33,9 +33,6 @@ struct BenchOptions {
   bool profile = false;
   uint64_t seed = 1;
 };
-
-// Registers the `bench` subcommand and its flags on `app`, filling `options` when parsed.
-CLI::App* AddBenchSubcommand(CLI::App& app, BenchOptions* options);
 
 // Loads the model, runs warmup + timed iterations and writes the report (one JSON object on one
 // line with --json) to `out`.

@@ -8,8 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/status.h"
-#include "loadgen/server_bench.h"
-#include "tools/bench_command.h"
+#include "tools/bench_cli.h"
 #include "tools/inspect_command.h"
 #include "tools/optimize_command.h"
 #include "tools/quantize_command.h"
@@ -35,11 +34,6 @@ int Fail(const std::string& message) {
 int Report(const inferd::Status& status) { return status.ok() ? 0 : Fail(status.message()); }
 
 int Main(int argc, char** argv) {
-  // `inferd bench --url ...` loads a server (src/loadgen); without --url, bench is in-process.
-  if (argc > 1 && std::string(argv[1]) == "bench" &&
-      inferd::loadgen::WantsServerBench(argc - 1, argv + 1)) {
-    return inferd::loadgen::ServerBenchMain(argc - 1, argv + 1);
-  }
   CLI::App app{"inferd: an ONNX inference engine (run, inspect; serving comes later)", "inferd"};
   app.set_version_flag("--version", std::string("inferd ") + kVersion);
   app.require_subcommand(1, 1);
@@ -88,7 +82,7 @@ int Main(int argc, char** argv) {
   inferd::tools::QuantizeCommandOptions quantize;
   CLI::App* quantize_cmd = inferd::tools::AddQuantizeSubcommand(app, &quantize);
 
-  inferd::tools::BenchOptions bench;
+  inferd::tools::BenchCliOptions bench;  // engine mode (--model FILE) or server mode (--url)
   CLI::App* bench_cmd = inferd::tools::AddBenchSubcommand(app, &bench);
 
   // Registered so `inferd --help` shows the planned interface; each exits with an error for now.
@@ -132,7 +126,7 @@ int Main(int argc, char** argv) {
     return Report(inferd::tools::QuantizeModelCommand(quantize, std::cout));
   }
   if (serve_cmd->parsed()) return Report(inferd::tools::ServeCommand(serve));
-  if (bench_cmd->parsed()) return Report(inferd::tools::BenchCommand(bench, std::cout));
+  if (bench_cmd->parsed()) return Report(inferd::tools::RunBench(bench, std::cout, std::cerr));
   if (inspect_cmd->parsed()) {
     return Report(inferd::tools::InspectModelCommand(inspect_model, std::cout));
   }

@@ -5,7 +5,8 @@
    instead of staying at the service time; driven at 20/s it must stay near the service time.
 2. Concurrency sweeps over HTTP and gRPC against `inferd serve` with an identity model, writing
    JSON, CSV and the SVG chart; the documented fields are checked.
-3. Bad command lines: one error line, exit code 1 or 2.
+   gRPC also with --streaming (ModelStreamInfer) and with --grpc-channels 4.
+3. Bad command lines: one error line, exit code 1 or 2 (2 for mixing engine and server mode).
 """
 import argparse
 import json
@@ -131,6 +132,7 @@ def sweep_tests(inferd, work):
             with open(base + ".svg") as f:
                 svg = f.read()
             check(svg.startswith("<svg") and svg.count("<polyline") == 2, f"{proto}: SVG chart")
+        streaming_tests(inferd, work, server)
         # A model that does not exist: one error line, exit 1.
         r = bench(inferd, ["--url", server.http, "--model", "nope", "-q"])
         check(r.returncode == 1 and r.stderr.count("\n") == 1 and "nope" in r.stderr,
@@ -138,6 +140,37 @@ def sweep_tests(inferd, work):
     finally:
         rc = server.stop()
     check(rc == 0, f"server shut down cleanly ({rc})")
+
+
+def streaming_tests(inferd, work, server):
+    """gRPC ModelStreamInfer (--streaming, one stream per --grpc-channels connection) and unary
+    calls over a chosen number of channels, as bench/serving/run_bench.py drives them."""
+    common = ["--url", server.grpc, "--model", "identity", "--concurrency-range", "8",
+              "--warmup-ms", "200", "--measurement-interval-ms", "400", "--max-trials", "3", "-q"]
+    for name, extra in (("stream", ["--grpc-channels", "2", "--streaming"]),
+                        ("unary 4 channels", ["--grpc-channels", "4"])):
+        before = server_success(server)
+        pts = run_json(inferd, common + extra, f"{work}/grpc_{extra[-1].strip('-')}.json")
+        if pts is None:
+            continue
+        p = pts[0]
+        check(p["concurrency"] == 8 and p["throughput"] > 0 and p["errors"] == 0,
+              f"gRPC {name}: {p['throughput']:.0f} infer/s, no errors")
+        check(0 < p["p50_ms"] <= p["p90_ms"] <= p["p99_ms"] <= p["max_ms"],
+              f"gRPC {name}: percentiles ordered")
+        check(p["windows"] == 3 and p["requests"] > 0, f"gRPC {name}: three windows merged")
+        served = server_success(server) - before
+        check(served >= p["requests"], f"gRPC {name}: the server answered every counted request "
+              f"({served} >= {p['requests']})")
+    r = bench(inferd, ["--url", server.http, "--model", "identity", "--streaming", "-q"])
+    check(r.returncode == 1 and "grpc://" in r.stderr, "--streaming over HTTP: exit 1")
+
+
+def server_success(server):
+    import urllib.request
+    with urllib.request.urlopen(f"{server.http}/v2/models/identity/stats") as f:
+        stats = json.load(f)["model_stats"][0]
+    return stats["inference_stats"]["success"]["count"]
 
 
 def cli_tests(inferd):
@@ -150,6 +183,20 @@ def cli_tests(inferd):
     check(r.returncode == 1 and "range" in r.stderr, "bad range: exit 1")
     r = bench(inferd, ["--url", "http://127.0.0.1:1", "--help"])
     check(r.returncode == 0 and "--request-rate-range" in r.stdout, "--help lists the flags")
+    check("Engine mode" in r.stdout and "Server mode" in r.stdout and "--iterations" in r.stdout
+          and "--streaming" in r.stdout, "--help describes both modes")
+    # One command line, two modes: mixing or omitting them is a usage error (one line, exit 2).
+    for args, what in (([], "neither --url nor --model"),
+                       (["--url", "http://127.0.0.1:1", "--model", "m.onnx"], "--url with a file"),
+                       (["--url", "http://127.0.0.1:1", "--model", "m", "--threads", "2"],
+                        "--url with an engine-mode flag"),
+                       (["--model", "m.onnx", "--concurrency-range", "2"],
+                        "a server-mode flag without --url"),
+                       (["--url", "http://127.0.0.1:1", "--model", "m", "--json"],
+                        "--json without FILE in server mode")):
+        r = bench(inferd, args)
+        check(r.returncode == 2 and r.stderr.count("\n") == 1,
+              f"{what}: exit 2, one line ({r.returncode}: {r.stderr.strip()})")
 
 
 def main():
