@@ -11,18 +11,24 @@
 // annotations, so the analysis cannot see it.
 #pragma once
 
+// The names Abseil's legacy absl/base/internal/thread_annotations.h also defines (it comes with
+// gRPC's headers) are spelled with the same tokens as there, so either header may come first
+// without a macro-redefinition error.
 #if defined(__clang__)
-#define INFERD_THREAD_ANNOTATION(x) __attribute__((x))
+#define THREAD_ANNOTATION_ATTRIBUTE__(x) __attribute__((x))
 #else
-#define INFERD_THREAD_ANNOTATION(x)
+#define THREAD_ANNOTATION_ATTRIBUTE__(x)
 #endif
+#define INFERD_THREAD_ANNOTATION(x) THREAD_ANNOTATION_ATTRIBUTE__(x)
+
+#define GUARDED_BY(x) THREAD_ANNOTATION_ATTRIBUTE__(guarded_by(x))
+#define PT_GUARDED_BY(x) THREAD_ANNOTATION_ATTRIBUTE__(pt_guarded_by(x))
+#define ACQUIRED_AFTER(...) THREAD_ANNOTATION_ATTRIBUTE__(acquired_after(__VA_ARGS__))
+#define ACQUIRED_BEFORE(...) THREAD_ANNOTATION_ATTRIBUTE__(acquired_before(__VA_ARGS__))
+#define NO_THREAD_SAFETY_ANALYSIS THREAD_ANNOTATION_ATTRIBUTE__(no_thread_safety_analysis)
 
 #define CAPABILITY(x) INFERD_THREAD_ANNOTATION(capability(x))
 #define SCOPED_CAPABILITY INFERD_THREAD_ANNOTATION(scoped_lockable)
-#define GUARDED_BY(x) INFERD_THREAD_ANNOTATION(guarded_by(x))
-#define PT_GUARDED_BY(x) INFERD_THREAD_ANNOTATION(pt_guarded_by(x))
-#define ACQUIRED_BEFORE(...) INFERD_THREAD_ANNOTATION(acquired_before(__VA_ARGS__))
-#define ACQUIRED_AFTER(...) INFERD_THREAD_ANNOTATION(acquired_after(__VA_ARGS__))
 #define REQUIRES(...) INFERD_THREAD_ANNOTATION(requires_capability(__VA_ARGS__))
 #define REQUIRES_SHARED(...) INFERD_THREAD_ANNOTATION(requires_shared_capability(__VA_ARGS__))
 #define ACQUIRE(...) INFERD_THREAD_ANNOTATION(acquire_capability(__VA_ARGS__))
@@ -33,4 +39,3 @@
 #define EXCLUDES(...) INFERD_THREAD_ANNOTATION(locks_excluded(__VA_ARGS__))
 #define ASSERT_CAPABILITY(x) INFERD_THREAD_ANNOTATION(assert_capability(x))
 #define RETURN_CAPABILITY(x) INFERD_THREAD_ANNOTATION(lock_returned(x))
-#define NO_THREAD_SAFETY_ANALYSIS INFERD_THREAD_ANNOTATION(no_thread_safety_analysis)
