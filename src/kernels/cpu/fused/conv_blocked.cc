@@ -29,6 +29,7 @@
 
 #include "kernels/cpu/fused/register.h"
 #include "kernels/cpu/nn/window.h"
+#include "kernels/cpu/onednn/dnnl_kernel.h"
 #include "kernels/cpu/onednn/dnnl_util.h"
 #include "kernels/cpu/onednn/packed_weights.h"
 #include "kernels/cpu/onednn/post_ops.h"
@@ -57,7 +58,7 @@ struct Plan {
   memory dw_weights;
 };
 
-class BlockedConvKernel final : public OpKernel {
+class BlockedConvKernel final : public DnnlKernel {
  public:
   Status Init(const KernelInfo& info) override {
     const Node& node = info.node();
@@ -88,8 +89,7 @@ class BlockedConvKernel final : public OpKernel {
                              node.Describe());
     }
     w_shape_ = w->shape();
-    w_.Reset(*w);
-    info.ReleaseConstantInput(1);  // Run uses w_shape_ and the packed copies only
+    PackConstantInput(info, 1, *w, &w_);
     if (node.HasInput(2)) {
       const Tensor* b = info.ConstantInput(2);
       if (b == nullptr || b->dtype() != DataType::kFloat32 || b->NumElements() != w_shape_[0]) {
@@ -99,10 +99,6 @@ class BlockedConvKernel final : public OpKernel {
       b_ = b->owns_data() ? *b : b->Clone();  // initializers are immutable: share them
     }
     return Status::Ok();
-  }
-
-  Status Compute(KernelContext& ctx) const override {
-    return DnnlTry(ctx.node(), [&] { return Run(ctx); });
   }
 
   Status InitDepthwise(const KernelInfo& info) {
@@ -118,8 +114,7 @@ class BlockedConvKernel final : public OpKernel {
                              "constant float32 depthwise W [{}, 1, 3, 3] with dw_stride 1 or 2",
                              node.Describe(), m);
     }
-    dw_w_.Reset(*dw);
-    info.ReleaseConstantInput(4);
+    PackConstantInput(info, 4, *dw, &dw_w_);
     if (node.HasInput(5)) {
       const Tensor* b = info.ConstantInput(5);
       if (b == nullptr || b->dtype() != DataType::kFloat32 || b->NumElements() != m) {
@@ -146,7 +141,7 @@ class BlockedConvKernel final : public OpKernel {
   }
 
  private:
-  Status Run(KernelContext& ctx) const {
+  Status Run(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* x = ctx.Input(0);
     const Tensor* z = has_sum_ ? ctx.Input(3) : nullptr;

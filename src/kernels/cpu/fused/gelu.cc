@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "kernels/cpu/fused/register.h"
+#include "kernels/cpu/onednn/dnnl_kernel.h"
 #include "kernels/cpu/onednn/dnnl_util.h"
 #include "kernels/cpu/util/float32.h"
 #include "kernels/cpu/util/kernel_util.h"
@@ -15,7 +16,7 @@
 namespace inferd::cpu {
 namespace {
 
-class GeluKernel final : public OpKernel {
+class GeluKernel final : public DnnlKernel {
  public:
   Status Init(const KernelInfo& info) override {
     const std::string approx = info.node().GetString("approximate", "none");
@@ -30,12 +31,8 @@ class GeluKernel final : public OpKernel {
     return Status::Ok();
   }
 
-  Status Compute(KernelContext& ctx) const override {
-    return DnnlTry(ctx.node(), [&] { return Run(ctx); });
-  }
-
  private:
-  Status Run(KernelContext& ctx) const {
+  Status Run(KernelContext& ctx) const override {
     const Tensor* x_in = ctx.Input(0);
     if (!x_in) return InvalidArgument("{}: X is required", ctx.node().Describe());
     const DataType dtype = x_in->dtype();

@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "kernels/cpu/fused/register.h"
+#include "kernels/cpu/onednn/dnnl_kernel.h"
 #include "kernels/cpu/onednn/dnnl_util.h"
 #include "kernels/cpu/onednn/packed_weights.h"
 #include "kernels/cpu/onednn/post_ops.h"
@@ -31,7 +32,7 @@ struct Plan {
   memory weights;  // packed constant B, or empty
 };
 
-class FusedMatMulKernel final : public OpKernel {
+class FusedMatMulKernel final : public DnnlKernel {
  public:
   Status Init(const KernelInfo& info) override {
     const Node& node = info.node();
@@ -43,8 +44,7 @@ class FusedMatMulKernel final : public OpKernel {
       if (b->dtype() != DataType::kFloat32) {
         return InvalidArgument("{}: B must be float32", node.Describe());
       }
-      const_b_.Reset(*b);
-      info.ReleaseConstantInput(1);  // Run reads only its shape; plans use the packed copy
+      PackConstantInput(info, 1, *b, &const_b_);
     }
     if (bf16_ && !const_b_.defined()) {
       return InvalidArgument("{}: compute_bf16 needs a constant 2-D B", node.Describe());
@@ -52,12 +52,8 @@ class FusedMatMulKernel final : public OpKernel {
     return Status::Ok();
   }
 
-  Status Compute(KernelContext& ctx) const override {
-    return DnnlTry(ctx.node(), [&] { return Run(ctx); });
-  }
-
  private:
-  Status Run(KernelContext& ctx) const {
+  Status Run(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* a = ctx.Input(0);
     const Tensor* b = ctx.Input(1);

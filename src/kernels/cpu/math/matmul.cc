@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "kernels/cpu/math/register.h"
+#include "kernels/cpu/onednn/dnnl_kernel.h"
 #include "kernels/cpu/onednn/dnnl_util.h"
 #include "kernels/cpu/onednn/packed_weights.h"
 #include "kernels/cpu/onednn/post_ops.h"
@@ -148,24 +149,22 @@ void PlainMatMul(const MatMulShapes& s, const T* a, const T* b, T* y) {
   });
 }
 
-class MatMulKernel final : public OpKernel {
+// MatMul and Gemm pack a constant 2-D B of a type oneDNN computes in; other Bs are read per call.
+void PackConstantB(const KernelInfo& info, PackedWeights* packed) {
+  const Tensor* b = info.ConstantInput(1);
+  if (b && b->rank() == 2 && UsesDnnl(b->dtype())) PackConstantInput(info, 1, *b, packed);
+}
+
+class MatMulKernel final : public DnnlKernel {
  public:
   Status Init(const KernelInfo& info) override {
     RETURN_IF_ERROR(ParseFusedActivation(info.node(), &post_ops_));
-    const Tensor* b = info.ConstantInput(1);
-    if (b && b->rank() == 2 && UsesDnnl(b->dtype())) {
-      const_b_.Reset(*b);
-      info.ReleaseConstantInput(1);  // Compute reads only its shape; plans use the packed copy
-    }
+    PackConstantB(info, &const_b_);
     return Status::Ok();
   }
 
-  Status Compute(KernelContext& ctx) const override {
-    return DnnlTry(ctx.node(), [&] { return Run(ctx); });
-  }
-
  private:
-  Status Run(KernelContext& ctx) const {
+  Status Run(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* a_in = ctx.Input(0);
     const Tensor* b_in = ctx.Input(1);
@@ -233,7 +232,7 @@ class MatMulKernel final : public OpKernel {
 // ---------------------------------------------------------------------------------------------
 // Gemm
 
-class GemmKernel final : public OpKernel {
+class GemmKernel final : public DnnlKernel {
  public:
   Status Init(const KernelInfo& info) override {
     const Node& node = info.node();
@@ -242,20 +241,12 @@ class GemmKernel final : public OpKernel {
     alpha_ = node.GetFloat("alpha", 1.f);
     beta_ = node.GetFloat("beta", 1.f);
     RETURN_IF_ERROR(ParseFusedActivation(node, &post_ops_));
-    const Tensor* b = info.ConstantInput(1);
-    if (b && b->rank() == 2 && UsesDnnl(b->dtype())) {
-      const_b_.Reset(*b);
-      info.ReleaseConstantInput(1);  // Compute reads only its shape; plans use the packed copy
-    }
+    PackConstantB(info, &const_b_);
     return Status::Ok();
   }
 
-  Status Compute(KernelContext& ctx) const override {
-    return DnnlTry(ctx.node(), [&] { return Run(ctx); });
-  }
-
  private:
-  Status Run(KernelContext& ctx) const {
+  Status Run(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* a_in = ctx.Input(0);
     const Tensor* b_in = ctx.Input(1);

@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/nn/register.h"
 #include "kernels/cpu/nn/window.h"
+#include "kernels/cpu/onednn/dnnl_kernel.h"
 #include "kernels/cpu/onednn/dnnl_util.h"
 #include "kernels/cpu/onednn/packed_weights.h"
 #include "kernels/cpu/onednn/post_ops.h"
@@ -35,7 +36,7 @@ constexpr int kScratchSrc = 0, kScratchWeights = 1, kScratchDst = 2;
 
 // State common to Conv and ConvTranspose: attributes, constant weights, the plan cache.
 template <typename Plan>
-class WindowedKernel : public OpKernel {
+class WindowedKernel : public DnnlKernel {
  protected:
   Status InitCommon(const KernelInfo& info) {
     RETURN_IF_ERROR(attrs_.Parse(info.node(), /*with_ceil_mode=*/false));
@@ -43,8 +44,7 @@ class WindowedKernel : public OpKernel {
     if (group_ <= 0) return InvalidArgument("{}: group must be > 0", info.node().Describe());
     RETURN_IF_ERROR(ParseFusedActivation(info.node(), &post_ops_));
     if (const Tensor* w = info.ConstantInput(1)) {
-      const_w_.Reset(*w);
-      info.ReleaseConstantInput(1);  // Compute reads only its shape; plans use the packed copy
+      PackConstantInput(info, 1, *w, &const_w_);
     }
     if (const Tensor* b = info.ConstantInput(2)) {
       Tensor f = ToFloat32(*b);  // shares a float32 initializer's buffer
@@ -129,12 +129,8 @@ class ConvKernel final : public WindowedKernel<ConvPlan> {
     return InitCommon(info);
   }
 
-  Status Compute(KernelContext& ctx) const override {
-    return DnnlTry(ctx.node(), [&] { return Run(ctx); });
-  }
-
  private:
-  Status Run(KernelContext& ctx) const {
+  Status Run(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* x_in = ctx.Input(0);
     const Tensor* w_in = ctx.Input(1);
@@ -275,12 +271,8 @@ class ConvTransposeKernel final : public WindowedKernel<DeconvPlan> {
     return Status::Ok();
   }
 
-  Status Compute(KernelContext& ctx) const override {
-    return DnnlTry(ctx.node(), [&] { return Run(ctx); });
-  }
-
  private:
-  Status Run(KernelContext& ctx) const {
+  Status Run(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* x_in = ctx.Input(0);
     const Tensor* w_in = ctx.Input(1);

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/nn/register.h"
 #include "kernels/cpu/nn/window.h"
+#include "kernels/cpu/onednn/dnnl_kernel.h"
 #include "kernels/cpu/onednn/dnnl_util.h"
 #include "kernels/cpu/util/kernel_util.h"
 
@@ -135,7 +136,7 @@ void GlobalPool(PoolKind kind, int64_t planes, int64_t plane, float p, const T* 
   });
 }
 
-class PoolKernel final : public OpKernel {
+class PoolKernel final : public DnnlKernel {
  public:
   PoolKernel(PoolKind kind, bool global) : kind_(kind), global_(global) {}
 
@@ -155,17 +156,13 @@ class PoolKernel final : public OpKernel {
     return Status::Ok();
   }
 
-  Status Compute(KernelContext& ctx) const override {
-    return DnnlTry(ctx.node(), [&] { return Run(ctx); });
-  }
-
  private:
   struct Plan {
     dnnl::pooling_v2_forward prim;
     memory::desc src_md, dst_md;
   };
 
-  Status Run(KernelContext& ctx) const {
+  Status Run(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* x = ctx.Input(0);
     if (!x) return InvalidArgument("{}: X is required", node.Describe());

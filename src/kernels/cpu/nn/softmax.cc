@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "kernels/cpu/nn/register.h"
+#include "kernels/cpu/onednn/dnnl_kernel.h"
 #include "kernels/cpu/onednn/dnnl_util.h"
 #include "kernels/cpu/util/float32.h"
 #include "kernels/cpu/util/kernel_util.h"
@@ -51,7 +52,7 @@ void PlainSoftmax(SoftmaxKind kind, int64_t outer, int64_t len, int64_t inner, c
   });
 }
 
-class SoftmaxKernel final : public OpKernel {
+class SoftmaxKernel final : public DnnlKernel {
  public:
   explicit SoftmaxKernel(SoftmaxKind kind) : kind_(kind) {}
 
@@ -61,17 +62,13 @@ class SoftmaxKernel final : public OpKernel {
     return Status::Ok();
   }
 
-  Status Compute(KernelContext& ctx) const override {
-    return DnnlTry(ctx.node(), [&] { return Run(ctx); });
-  }
-
  private:
   struct Plan {
     dnnl::primitive prim;
     memory::desc md;
   };
 
-  Status Run(KernelContext& ctx) const {
+  Status Run(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* x = ctx.Input(0);
     if (!x) return InvalidArgument("{}: input is required", node.Describe());
