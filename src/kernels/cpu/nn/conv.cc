@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 
 #include "kernels/cpu/nn/register.h"
 #include "kernels/cpu/nn/window.h"
@@ -81,6 +82,26 @@ class WindowedKernel : public DnnlKernel {
       *weights = ReorderIfNeeded(memory(plan.user_weights_md, eng, w_storage->raw_data()),
                                  plan.weights_md, s, kScratchWeights);
     }
+  }
+
+  // The memories of one run of the plan's primitive.
+  struct RunMemories {
+    memory user_dst;  // the caller's output buffer, in the plan's plain output layout
+    memory dst;       // user_dst when the primitive wants that layout, else per-thread scratch
+    Tensor w;         // a non-constant W converted to float32 (SourceAndWeights)
+    std::unordered_map<int, memory> args;  // SRC, WEIGHTS and DST
+  };
+
+  // Binds X, W (as SourceAndWeights) and the output buffer `out`, whose layout is `user_dst_md`.
+  static RunMemories BindMemories(const Plan& plan, Tensor& x, const Tensor& w_in, dnnl::stream& s,
+                                  const memory::desc& user_dst_md, void* out) {
+    RunMemories m;
+    memory src, weights;
+    SourceAndWeights(plan, x, w_in, s, &src, &weights, &m.w);
+    m.user_dst = memory(user_dst_md, DnnlEngine(), out);
+    m.dst = plan.dst_md == user_dst_md ? m.user_dst : ScratchMemory(plan.dst_md, kScratchDst);
+    m.args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, m.dst}};
+    return m;
   }
 
   // Returns the cached plan for `key`, building it with `build` on a miss.
@@ -176,14 +197,10 @@ class ConvKernel final : public WindowedKernel<ConvPlan> {
                    : Tensor::Allocate(DataType::kFloat32, plan->out_shape);
     dnnl::engine& eng = DnnlEngine();
     dnnl::stream s(eng);
-    memory src, weights;
-    Tensor w;
-    SourceAndWeights(*plan, x, *w_in, s, &src, &weights, &w);
-    memory user_dst(plan->user_dst_md, eng, y.raw_data());
-    memory dst =
-        plan->dst_md == plan->user_dst_md ? user_dst : ScratchMemory(plan->dst_md, kScratchDst);
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
+    RunMemories mem = BindMemories(*plan, x, *w_in, s, plan->user_dst_md, y.raw_data());
+    memory& user_dst = mem.user_dst;
+    memory& dst = mem.dst;
+    std::unordered_map<int, memory>& args = mem.args;
     Tensor b;
     if (b_in) {
       b = const_b_.defined() ? const_b_ : ToFloat32(*b_in);
@@ -305,14 +322,10 @@ class ConvTransposeKernel final : public WindowedKernel<DeconvPlan> {
     Tensor full = plan->crop ? Tensor::Allocate(DataType::kFloat32, plan->prim_shape) : y;
     dnnl::engine& eng = DnnlEngine();
     dnnl::stream s(eng);
-    memory src, weights;
-    Tensor w;
-    SourceAndWeights(*plan, x, *w_in, s, &src, &weights, &w);
-    memory user_dst(plan->prim_dst_md, eng, full.raw_data());
-    memory dst =
-        plan->dst_md == plan->prim_dst_md ? user_dst : ScratchMemory(plan->dst_md, kScratchDst);
-    std::unordered_map<int, memory> args{
-        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}};
+    RunMemories mem = BindMemories(*plan, x, *w_in, s, plan->prim_dst_md, full.raw_data());
+    memory& user_dst = mem.user_dst;
+    memory& dst = mem.dst;
+    std::unordered_map<int, memory>& args = mem.args;
     if (b_in && !plan->crop) args[DNNL_ARG_BIAS] = memory(PlainDesc({m}), eng, b.raw_data());
     ExecutePrimitive(plan->prim, s, args);
     if (dst != user_dst) dnnl::reorder(dst, user_dst).execute(s, dst, user_dst);
