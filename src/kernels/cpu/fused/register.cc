@@ -2,8 +2,8 @@
 //
 // ai.inferd.Conv / Gemm / MatMul are the standard ops plus the "activation" attribute (and, for
 // Conv, an optional residual input Z added before the activation); ai.inferd.LayerNormalization is
-// the opset-17 op for models of older opsets. Their kernels are the standard ones (nn/, math/, which
-// read those extras), so their factories are taken from a scratch registry rather than
+// the opset-17 op for models of older opsets. Their kernels are the standard ones (nn/ and math/,
+// which read those extras), so their factories are taken from a scratch registry rather than
 // duplicated.
 #include "kernels/cpu/fused/register.h"
 
