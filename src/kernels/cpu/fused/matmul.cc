@@ -9,14 +9,13 @@
 // compute_bf16 = 1 (optimizer/bf16_compute.h; needs a constant B): B is packed as bf16 and A is
 // converted to bf16 per call (per-thread scratch), oneDNN's bf16 matmul accumulates in f32 and
 // writes float32 Y; bias, R and the activation stay float32.
-#include <map>
 #include <memory>
-#include <mutex>
 
 #include "kernels/cpu/fused/register.h"
 #include "kernels/cpu/onednn/dnnl_kernel.h"
 #include "kernels/cpu/onednn/dnnl_util.h"
 #include "kernels/cpu/onednn/packed_weights.h"
+#include "kernels/cpu/onednn/plan_cache.h"
 #include "kernels/cpu/onednn/post_ops.h"
 #include "kernels/cpu/onednn/scratch.h"
 #include "kernels/cpu/util/kernel_util.h"
@@ -119,12 +118,11 @@ class FusedMatMulKernel final : public DnnlKernel {
 
   StatusOr<std::shared_ptr<const Plan>> GetPlan(int64_t rows, int64_t k, int64_t n,
                                                 bool packed) const {
-    const Shape key = {rows, k, n};
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = cache_.find(key);
-      if (it != cache_.end()) return it->second;
-    }
+    return plans_.Get(Shape{rows, k, n}, [&] { return MakePlan(rows, k, n, packed); });
+  }
+
+  StatusOr<std::shared_ptr<const Plan>> MakePlan(int64_t rows, int64_t k, int64_t n,
+                                                 bool packed) const {
     auto plan = std::make_shared<Plan>();
     const auto f32 = memory::data_type::f32;
     const auto compute = bf16_ ? memory::data_type::bf16 : f32;
@@ -152,15 +150,13 @@ class FusedMatMulKernel final : public DnnlKernel {
     plan->prim = dnnl::matmul(pd);
     plan->weights_md = pd.weights_desc();
     if (packed) plan->weights = const_b_.Get(plan->user_weights_md, plan->weights_md);
-    std::lock_guard<std::mutex> lock(mu_);
-    return cache_.emplace(key, std::move(plan)).first->second;
+    return std::shared_ptr<const Plan>(std::move(plan));
   }
 
   bool has_bias_ = false, has_res_ = false, bf16_ = false;
   dnnl::post_ops act_ops_;
   PackedWeights const_b_;  // one packed copy per layout, shared by every shape's plan
-  mutable std::mutex mu_;
-  mutable std::map<Shape, std::shared_ptr<const Plan>> cache_;  // guarded by mu_
+  PlanCache<Shape, Plan> plans_;
 };
 
 }  // namespace

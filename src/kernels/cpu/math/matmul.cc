@@ -5,14 +5,13 @@
 // shared by the per-shape plans), and A's batch dims are folded into M (the BERT /
 // fully-connected case). Other shapes use plain layouts with oneDNN's batch broadcasting. Plans
 // (primitives) are cached per input shape.
-#include <map>
 #include <memory>
-#include <mutex>
 
 #include "kernels/cpu/math/register.h"
 #include "kernels/cpu/onednn/dnnl_kernel.h"
 #include "kernels/cpu/onednn/dnnl_util.h"
 #include "kernels/cpu/onednn/packed_weights.h"
+#include "kernels/cpu/onednn/plan_cache.h"
 #include "kernels/cpu/onednn/post_ops.h"
 #include "kernels/cpu/util/broadcast.h"
 #include "kernels/cpu/util/float32.h"
@@ -31,25 +30,6 @@ struct MatMulPlan {
   dnnl::matmul prim;
   memory::desc src_md, weights_md, dst_md, user_weights_md, bias_md;
   memory weights;  // pre-packed constant weights, or empty
-};
-
-class PlanCache {
- public:
-  template <typename Build>
-  StatusOr<std::shared_ptr<const MatMulPlan>> Get(const Shape& key, Build&& build) const {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = cache_.find(key);
-      if (it != cache_.end()) return it->second;
-    }
-    ASSIGN_OR_RETURN(std::shared_ptr<const MatMulPlan> plan, build());
-    std::lock_guard<std::mutex> lock(mu_);
-    return cache_.emplace(key, std::move(plan)).first->second;
-  }
-
- private:
-  mutable std::mutex mu_;
-  mutable std::map<Shape, std::shared_ptr<const MatMulPlan>> cache_;  // guarded by mu_
 };
 
 // Creates the primitive; when `const_w` is given the weights layout is oneDNN's choice and the
@@ -226,7 +206,7 @@ class MatMulKernel final : public DnnlKernel {
 
   dnnl::post_ops post_ops_;
   PackedWeights const_b_;  // constant 2-D B, packed once per layout
-  PlanCache cache_;
+  PlanCache<Shape, MatMulPlan> cache_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -375,7 +355,7 @@ class GemmKernel final : public DnnlKernel {
   float alpha_ = 1.f, beta_ = 1.f;
   dnnl::post_ops post_ops_;
   PackedWeights const_b_;  // constant B, packed once per layout
-  PlanCache cache_;
+  PlanCache<Shape, MatMulPlan> cache_;
 };
 
 }  // namespace

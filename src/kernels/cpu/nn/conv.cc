@@ -4,9 +4,7 @@
 // and out of its blocked layout per call. Plans (primitives) are cached per input/weight shape;
 // constant weights are reordered once per weights layout (PackedWeights) and shared by the plans.
 #include <cstring>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 
 #include "kernels/cpu/nn/register.h"
@@ -14,6 +12,7 @@
 #include "kernels/cpu/onednn/dnnl_kernel.h"
 #include "kernels/cpu/onednn/dnnl_util.h"
 #include "kernels/cpu/onednn/packed_weights.h"
+#include "kernels/cpu/onednn/plan_cache.h"
 #include "kernels/cpu/onednn/post_ops.h"
 #include "kernels/cpu/onednn/scratch.h"
 #include "kernels/cpu/util/float32.h"
@@ -107,14 +106,7 @@ class WindowedKernel : public DnnlKernel {
   // Returns the cached plan for `key`, building it with `build` on a miss.
   template <typename Build>
   StatusOr<std::shared_ptr<const Plan>> GetPlan(const Shape& key, Build&& build) const {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = cache_.find(key);
-      if (it != cache_.end()) return it->second;
-    }
-    ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, build());
-    std::lock_guard<std::mutex> lock(mu_);
-    return cache_.emplace(key, std::move(plan)).first->second;
+    return plans_.Get(key, std::forward<Build>(build));
   }
 
   WindowAttrs attrs_;
@@ -125,8 +117,7 @@ class WindowedKernel : public DnnlKernel {
   Tensor const_b_;  // float32 constant bias (undefined otherwise)
 
  private:
-  mutable std::mutex mu_;
-  mutable std::map<Shape, std::shared_ptr<const Plan>> cache_;  // guarded by mu_
+  PlanCache<Shape, Plan> plans_;
 };
 
 // ---------------------------------------------------------------------------------------------
