@@ -1,5 +1,5 @@
 // AttentionFusion: multi-head scaled dot-product attention, as BERT-style exporters write it,
-// becomes one ai.inferd.Attention(q, k, v, mask) node (kernel: src/kernels/cpu/fused_attention.cc).
+// becomes one ai.inferd.Attention(q, k, v, mask) node (kernel: src/kernels/cpu/fused/attention.cc).
 //
 //   Qh = Transpose(Reshape(q, [B, S, H, D]), [0, 2, 1, 3])        (likewise Vh from v)
 //   Kt = Transpose(Reshape(k, [B, S, H, D]), [0, 2, 3, 1])        (or Kh then [0, 1, 3, 2])

@@ -9,7 +9,7 @@
 //   y_bf16 = 1  the output is blocked and every reader is a compute_bf16 BlockedConv;
 //   x_bf16 / z_bf16 = 1  input X / residual Z comes from a y_bf16 convolution.
 // An ai.inferd.FusedMatMul whose constant 2-D B is bf16-exact gets compute_bf16 = 1 too (bf16
-// inputs to the matmul, float32 tensors in and out: src/kernels/cpu/fused_matmul.cc).
+// inputs to the matmul, float32 tensors in and out: src/kernels/cpu/fused/matmul.cc).
 // Everything else (the chain's ends, pools, plain Gemm/MatMul, attention, Softmax, LayerNorm,
 // reductions) stays float32; the kernels convert at the boundaries.
 #pragma once

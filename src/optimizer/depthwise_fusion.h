@@ -6,7 +6,7 @@
 //   =>  BlockedConv(X, W1x1, B1, "", Wdw, Bdw; act, dw_stride, dw_activation=act2) -> Y
 //
 // The kernel uses oneDNN's fused depthwise post-op, so the expanded tensor T (the widest
-// activation of the block) is never written to memory; see src/kernels/cpu/fused_conv_blocked.cc.
+// activation of the block) is never written to memory; see src/kernels/cpu/fused/conv_blocked.cc.
 #pragma once
 
 #include "optimizer/graph_pass.h"

@@ -5,8 +5,9 @@
 // along axis 0 (embeddings) becomes ai.inferd.GatherInt4. Weights are symmetric int4 in blocks of
 // QuantizeOptions::int4_block_size (32, 64 or 128) consecutive values along the reduction
 // dimension (K) or the embedding dimension: scale = max|w| / 7, nibble = round(w / scale) + 8,
-// two per byte, low nibble first. Activations stay float32; the kernels (kernels/cpu/quant_int4.cc)
-// dequantize on the fly. The result is not loadable by runtimes without these ai.inferd ops.
+// two per byte, low nibble first. Activations stay float32; the kernels
+// (kernels/cpu/quantization/int4.cc) dequantize on the fly. The result is not loadable by
+// runtimes without these ai.inferd ops.
 #pragma once
 
 #include "common/status.h"

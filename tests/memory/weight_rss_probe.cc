@@ -13,7 +13,7 @@
 #include <fstream>
 #include <string>
 
-#include "kernels/cpu/nn_common.h"
+#include "kernels/cpu/onednn/packed_weights.h"
 #include "runtime/session.h"
 
 namespace {

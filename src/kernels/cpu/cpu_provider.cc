@@ -1,3 +1,5 @@
+#include "kernels/cpu/cpu_provider.h"
+
 #include "kernels/cpu/register.h"
 #include "runtime/execution_provider.h"
 
@@ -11,8 +13,9 @@ class CpuExecutionProvider final : public ExecutionProvider {
     cpu::RegisterReductionKernels(registry_);
     cpu::RegisterTensorKernels(registry_);
     cpu::RegisterNnKernels(registry_);
+    cpu::RegisterMathKernels(registry_);
     cpu::RegisterQuantizationKernels(registry_);
-    cpu::RegisterMiscKernels(registry_);
+    cpu::RegisterObjectDetectionKernels(registry_);
     cpu::RegisterControlFlowKernels(registry_);
     cpu::RegisterFusedKernels(registry_);
   }

@@ -1,0 +1,58 @@
+// oneDNN basics every oneDNN-backed kernel uses: the process-wide CPU engine, conversions from our
+// types, plain memory descriptors, user-managed scratchpads, and the error wrapping (DnnlTry).
+// The other oneDNN plumbing sits beside this file: scratch.h (per-thread layout scratch),
+// packed_weights.h (constant weights packed once), post_ops.h (fused activations) and
+// dnnl_kernel.h (the kernel base).
+#pragma once
+
+#include <dnnl.hpp>
+
+#include <exception>
+#include <unordered_map>
+#include <vector>
+
+#include "common/data_type.h"
+#include "common/status.h"
+#include "common/tensor.h"
+#include "graph/graph.h"
+
+namespace inferd::cpu {
+
+// The CPU engine shared by all kernels (oneDNN engines are thread-safe).
+dnnl::engine& DnnlEngine();
+// Maps a DataType to oneDNN's; data_type::undef when oneDNN has no equivalent.
+dnnl::memory::data_type ToDnnl(DataType t);
+dnnl::memory::dims ToDims(const Shape& shape);
+
+// oneDNN dilation convention is ONNX dilation - 1.
+dnnl::memory::dims DnnlDilations(const std::vector<int64_t>& d);
+
+// Row-major strides of `dims` (for plain memory descriptors in any rank).
+dnnl::memory::dims PlainStrides(const dnnl::memory::dims& dims);
+dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims,
+                             dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
+
+// Thread-safety of cached primitives. Debian's oneDNN 2.6 is built with
+// DNNL_ENABLE_CONCURRENT_EXEC=OFF: in the default (library) scratchpad mode all primitives of a
+// thread share one scratchpad, so a primitive must not run from two threads at once nor move
+// between threads — yet our kernels cache primitives per shape and Session::Run is concurrent
+// (and server instances run one session from several worker threads). So every primitive a kernel
+// caches is created with a user-managed scratchpad (UserScratchpad) and executed through
+// ExecutePrimitive, which passes a buffer owned by the calling thread.
+dnnl::primitive_attr UserScratchpad(dnnl::primitive_attr attr = dnnl::primitive_attr());
+void ExecutePrimitive(const dnnl::primitive& prim, dnnl::stream& s,
+                      std::unordered_map<int, dnnl::memory> args);
+
+// Runs fn and converts a dnnl::error (or std::exception) into an Internal status naming `node`.
+template <typename Fn>
+Status DnnlTry(const Node& node, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const dnnl::error& e) {
+    return Status(StatusCode::kInternal, node.Describe() + ": oneDNN error: " + e.what());
+  } catch (const std::exception& e) {
+    return Status(StatusCode::kInternal, node.Describe() + ": " + e.what());
+  }
+}
+
+}  // namespace inferd::cpu

@@ -1,0 +1,15 @@
+#include "kernels/cpu/quantization/register.h"
+
+#include "kernels/cpu/register.h"
+
+namespace inferd::cpu {
+
+void RegisterQuantizationKernels(KernelRegistry& r) {
+  RegisterQuantizeKernels(r);
+  RegisterQuantConvKernels(r);
+  RegisterQuantAddKernels(r);
+  RegisterQuantPoolKernels(r);
+  RegisterQuantInt4Kernels(r);
+}
+
+}  // namespace inferd::cpu

@@ -1,0 +1,16 @@
+// Registration functions of the shape and data-movement kernel files (tensor/*.cc).
+// RegisterTensorKernels (tensor/register.cc, declared in kernels/cpu/register.h) calls all of them.
+#pragma once
+
+#include "runtime/kernel_registry.h"
+
+namespace inferd::cpu {
+
+void RegisterShapeKernels(KernelRegistry& r);      // tensor_ops.cc: Reshape, Shape, Range ...
+void RegisterTransposeKernels(KernelRegistry& r);  // transpose.cc: Transpose, DepthToSpace ...
+void RegisterSliceKernels(KernelRegistry& r);      // slice.cc: Slice, Concat, Split, Pad ...
+void RegisterGatherKernels(KernelRegistry& r);     // gather.cc: Gather*, Scatter*, OneHot ...
+void RegisterResizeKernels(KernelRegistry& r);     // resize.cc: Resize, Upsample
+void RegisterTensorMiscKernels(KernelRegistry& r);  // misc.cc: Trilu, CumSum, Unique ...
+
+}  // namespace inferd::cpu
