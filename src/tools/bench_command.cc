@@ -12,7 +12,7 @@
 #include <random>
 
 #include "optimizer/optimization_level.h"
-#include "runtime/session.h"
+#include "session/session.h"
 #include "tools/tensor_util.h"
 
 namespace inferd::tools {

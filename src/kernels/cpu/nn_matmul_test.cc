@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/kernel_util.h"
-#include "runtime/test_util.h"
+#include "session/test_util.h"
 
 namespace inferd::cpu {
 namespace {
