@@ -1,6 +1,7 @@
 // Constant folding, dead-node elimination, no-op elimination and CSE on small graphs.
 #include <gtest/gtest.h>
 
+#include "kernels/cpu/cpu_provider.h"
 #include "optimizer/common_subexpression_elimination.h"
 #include "optimizer/constant_folding.h"
 #include "optimizer/dead_node_elimination.h"
@@ -78,7 +79,7 @@ TEST(ConstantFolding, SkipsGraphOutputsShadowedInitializersAndHugeOutputs) {
   b.Add("Identity", {"k"}, {"z"});  // all inputs constant, but it is a graph output
   b.Output("y").Output("z");
   Model m = b.Build();
-  auto fired = ConstantFolding(m.opsets).Run(m.graph);
+  auto fired = ConstantFolding(m.opsets, CpuProvider()).Run(m.graph);
   ASSERT_TRUE(fired.ok());
   EXPECT_EQ(*fired, 1);  // only the Constant
   EXPECT_EQ(CountOps(m.graph, "Neg"), 1);
@@ -91,7 +92,8 @@ TEST(ConstantFolding, SkipsGraphOutputsShadowedInitializersAndHugeOutputs) {
   big.Add("Add", {"x", "zeros"}, {"y"});
   big.Output("y");
   Model m2 = big.Build();
-  auto fired2 = ConstantFolding(m2.opsets, /*max_output_bytes=*/1024).Run(m2.graph);
+  auto fired2 =
+      ConstantFolding(m2.opsets, CpuProvider(), /*max_output_bytes=*/1024).Run(m2.graph);
   ASSERT_TRUE(fired2.ok());
   EXPECT_EQ(*fired2, 0);
 }

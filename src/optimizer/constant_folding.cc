@@ -4,7 +4,6 @@
 
 #include "optimizer/graph_edit.h"
 #include "optimizer/op_traits.h"
-#include "runtime/execution_provider.h"
 #include "runtime/graph_executor.h"
 
 namespace inferd {
@@ -45,7 +44,6 @@ Tensor FoldShapeQuery(const GraphEditor& ed, const Node& n) {
 
 StatusOr<int> ConstantFolding::Run(Graph& graph) const {
   GraphEditor ed(graph);
-  std::shared_ptr<ExecutionProvider> cpu = CpuProvider();
   Model mini;
   mini.opsets = opsets_;
   int fired = 0;
@@ -63,7 +61,7 @@ StatusOr<int> ConstantFolding::Run(Graph& graph) const {
         all_constant = all_constant && (in.empty() || ed.Constant(in));
       if (!all_constant) continue;
       int64_t opset = mini.OpsetFor(n->domain);
-      if (!cpu->SupportsNode(*n, opset)) continue;
+      if (provider_ == nullptr || !provider_->SupportsNode(*n, opset)) continue;
       std::optional<Shape> known =
           n->outputs.empty() ? std::nullopt : ed.StaticShape(n->outputs[0]);
       DataType known_type =
@@ -90,7 +88,7 @@ StatusOr<int> ConstantFolding::Run(Graph& graph) const {
       }
       ExecutorOptions opts;
       opts.num_threads = 1;
-      auto executor = GraphExecutor::Create(g, mini, cpu, opts);
+      auto executor = GraphExecutor::Create(g, mini, provider_, opts);
       if (!executor.ok()) continue;
       if (!(*executor)->Run({}, &results).ok()) continue;
       bool too_big = false;

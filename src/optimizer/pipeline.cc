@@ -33,14 +33,15 @@ constexpr int kMaxRounds = 8;
 
 }  // namespace
 
-std::vector<std::unique_ptr<GraphPass>> BuildPipeline(const Model& model, OptimizationLevel level) {
+std::vector<std::unique_ptr<GraphPass>> BuildPipeline(
+    const Model& model, OptimizationLevel level, std::shared_ptr<ExecutionProvider> fold_provider) {
   std::vector<std::unique_ptr<GraphPass>> passes;
   if (level == OptimizationLevel::kNone) return passes;
   // Basic level.
   // 1. Constant folding first: it turns Constant nodes and constant subexpressions (weights
   //    transposed or reshaped in the graph, shape arithmetic) into initializers, and every fusion
   //    below only fires on initializer weights.
-  passes.push_back(std::make_unique<ConstantFolding>(model.opsets));
+  passes.push_back(std::make_unique<ConstantFolding>(model.opsets, std::move(fold_provider)));
   // 2. No-op elimination after folding (a folded shape makes a Reshape recognisably a no-op) and
   //    before the fusions (Conv → Identity → BatchNormalization becomes adjacent).
   passes.push_back(std::make_unique<NoOpElimination>());
@@ -94,13 +95,15 @@ std::vector<std::unique_ptr<GraphPass>> BuildPipeline(const Model& model, Optimi
   return passes;
 }
 
-Status Optimize(Model& model, OptimizationLevel level, OptimizationReport* report) {
+Status Optimize(Model& model, OptimizationLevel level,
+                std::shared_ptr<ExecutionProvider> fold_provider, OptimizationReport* report) {
   OptimizationReport local;
   OptimizationReport& r = report ? *report : local;
   r = OptimizationReport();
   r.level = level;
   r.nodes_before = model.graph.nodes.size();
-  std::vector<std::unique_ptr<GraphPass>> passes = BuildPipeline(model, level);
+  std::vector<std::unique_ptr<GraphPass>> passes =
+      BuildPipeline(model, level, std::move(fold_provider));
   for (const auto& p : passes) r.passes.push_back({std::string(p->Name()), 0});
   bool changed = !passes.empty();
   while (changed && r.rounds < kMaxRounds) {

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "graph/onnx_io.h"
+#include "kernels/cpu/cpu_provider.h"
 #include "optimizer/graph_edit.h"
 #include "optimizer/test_graphs.h"
 
@@ -112,7 +113,7 @@ TEST(GraphEditor, RenamesReachIntoSubgraphs) {
   b.Output("y");
   Model m = b.Build();
   OptimizationReport report;
-  ASSERT_TRUE(Optimize(m, OptimizationLevel::kBasic, &report).ok());
+  ASSERT_TRUE(Optimize(m, OptimizationLevel::kBasic, CpuProvider(), &report).ok());
   EXPECT_EQ(Fired(report, "NoOpElimination"), 1);
   EXPECT_EQ(branch->nodes[0]->inputs[0], "r");
   EXPECT_EQ(else_branch->nodes[0]->inputs[0], "r");

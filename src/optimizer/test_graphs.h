@@ -7,9 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/cpu_provider.h"
 #include "optimizer/pipeline.h"
-#include "runtime/session.h"
-#include "runtime/test_util.h"
+#include "session/session.h"
+#include "session/test_util.h"
 
 namespace inferd::testing {
 
@@ -114,7 +115,7 @@ inline void ExpectSameOutputs(const Model& model, const std::vector<Tensor>& inp
 inline Model Optimized(const Model& model, OptimizationReport* report = nullptr,
                        OptimizationLevel level = OptimizationLevel::kBasic) {
   Model m = CloneModel(model);
-  Status st = Optimize(m, level, report);
+  Status st = Optimize(m, level, CpuProvider(), report);
   EXPECT_TRUE(st.ok()) << st.ToString();
   return m;
 }

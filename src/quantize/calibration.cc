@@ -7,7 +7,7 @@
 
 #include "common/npy.h"
 #include "quantize/model_util.h"
-#include "runtime/session.h"
+#include "session/session.h"
 
 namespace inferd::quantize {
 namespace fs = std::filesystem;

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "kernels/cpu/cpu_provider.h"
 #include "optimizer/fusion_util.h"
 #include "optimizer/pipeline.h"
 #include "quantize/model_util.h"
@@ -16,7 +17,7 @@ Status QuantizeDynamicInt8(Model& model, const QuantizeOptions& o, QuantizeRepor
     return InvalidArgument(
         "dynamic int8 needs ONNX opset >= 11 (DynamicQuantizeLinear); model has {}", opset);
   }
-  RETURN_IF_ERROR(Optimize(model, OptimizationLevel::kBasic));
+  RETURN_IF_ERROR(Optimize(model, OptimizationLevel::kBasic, CpuProvider()));
   Graph& g = model.graph;
   std::set<std::string> excluded(o.exclude.begin(), o.exclude.end());
   std::set<std::string> used;

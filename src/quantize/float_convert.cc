@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "kernels/cpu/cpu_provider.h"
 #include "optimizer/bf16_compute.h"
 #include "optimizer/pipeline.h"
 #include "quantize/model_util.h"
@@ -37,7 +38,7 @@ Status ConvertFloatPrecision(Model& model, const QuantizeOptions& options, Quant
     // Fold BatchNormalization (and MatMul+Add) first, so the weights rounded to bf16 are the ones
     // the convolutions use: folding a scale into a bf16 weight at load time would make it FP32
     // again (and round it twice once inferd computes in bf16).
-    RETURN_IF_ERROR(Optimize(model, OptimizationLevel::kBasic));
+    RETURN_IF_ERROR(Optimize(model, OptimizationLevel::kBasic, CpuProvider()));
     model.metadata[kComputePrecisionKey] = "bf16";
   }
   Graph& g = model.graph;

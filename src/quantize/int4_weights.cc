@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "kernels/cpu/cpu_provider.h"
 #include "optimizer/fusion_util.h"
 #include "optimizer/pipeline.h"
 #include "quantize/model_util.h"
@@ -57,7 +58,7 @@ Status QuantizeInt4Weights(Model& model, const QuantizeOptions& o, QuantizeRepor
   if (block != 32 && block != 64 && block != 128) {
     return InvalidArgument("int4 block size must be 32, 64 or 128, got {}", block);
   }
-  RETURN_IF_ERROR(Optimize(model, OptimizationLevel::kBasic));
+  RETURN_IF_ERROR(Optimize(model, OptimizationLevel::kBasic, CpuProvider()));
   Graph& g = model.graph;
   std::set<std::string> excluded(o.exclude.begin(), o.exclude.end());
   std::set<std::string> names;

@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "kernels/cpu/cpu_provider.h"
 #include "optimizer/pipeline.h"
 #include "quantize/dynamic_int8.h"
 #include "quantize/float_convert.h"
@@ -321,7 +322,7 @@ Status QuantizeInt8(Model& model, const QuantizeOptions& o, QuantizeReport* repo
     report->skipped.push_back(
         fmt::format("per-channel weights (opset {} < 13: per tensor)", opset));
   }
-  RETURN_IF_ERROR(Optimize(model, OptimizationLevel::kBasic));
+  RETURN_IF_ERROR(Optimize(model, OptimizationLevel::kBasic, CpuProvider()));
   int threads = o.num_threads > 0
                     ? o.num_threads
                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

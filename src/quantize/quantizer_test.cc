@@ -9,12 +9,13 @@
 #include <random>
 
 #include "common/npy.h"
+#include "kernels/cpu/cpu_provider.h"
 #include "optimizer/pipeline.h"
 #include "quantize/calibration.h"
 #include "quantize/int4_weights.h"
 #include "quantize/model_util.h"
-#include "runtime/session.h"
-#include "runtime/test_util.h"
+#include "session/session.h"
+#include "session/test_util.h"
 
 namespace inferd::quantize {
 namespace {
@@ -180,7 +181,7 @@ TEST_F(QuantizeModelTest, Int8QdqAgreesWithFp32AndFusesToInt8Ops) {
     ASSERT_TRUE(got.defined());
     EXPECT_GT(Sqnr(ref, got), 25.0);
     Model fused = CloneModel(m);
-    ASSERT_TRUE(Optimize(fused, OptimizationLevel::kBasic).ok());
+    ASSERT_TRUE(Optimize(fused, OptimizationLevel::kBasic, CpuProvider()).ok());
     int qconv = 0;
     for (const auto& n : fused.graph.nodes) qconv += n->op_type == "QLinearConv";
     EXPECT_EQ(qconv, 2);

@@ -1,8 +1,8 @@
-// ExecutionProvider: a device's allocator and kernels. The CPU provider comes first; CUDA plugs in
-// the same way (src/kernels/cuda, built with -DINFERD_CUDA=ON).
+// ExecutionProvider: a device's allocator and kernels. The runtime only sees this interface; the
+// concrete providers live with their kernels (CpuProvider() in src/kernels/cpu/cpu_provider.h;
+// CUDA plugs in the same way) and are chosen by src/session.
 #pragma once
 
-#include <memory>
 #include <string_view>
 
 #include "runtime/kernel_registry.h"
@@ -17,9 +17,5 @@ class ExecutionProvider {
   // Whether the provider has a kernel for this node at this opset (types unchecked).
   bool SupportsNode(const Node& node, int64_t opset) const;
 };
-
-// The process-wide CPU provider (kernels registered once, on first use). Defined in
-// src/kernels/cpu/cpu_provider.cc.
-std::shared_ptr<ExecutionProvider> CpuProvider();
 
 }  // namespace inferd

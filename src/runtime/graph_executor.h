@@ -7,10 +7,11 @@
 //
 // Memory (main graphs, ExecutorOptions::plan_memory): kernel outputs allocated through
 // KernelContext::AllocateOutput live in an arena owned by a run context. The first run of an input
-// shape signature allocates on the heap and records each output's size, its producing step and the
-// step of its last use (views such as Reshape outputs extend the lifetime of the buffer they
-// alias); PlanMemory (memory_planner.h) then assigns arena offsets, and later runs of that
-// signature hand out arena views with no heap allocation. Allocations larger than planned
+// shape signature allocates on the heap while a MemoryRecorder (memory_plan.h) notes each output's
+// size, its producing step and the step of its last use (views such as Reshape outputs extend the
+// lifetime of the buffer they alias; in-place outputs take over their input's buffer); the
+// recorder's MemoryPlan then gives arena offsets, and later runs of that signature hand out arena
+// views with no heap allocation. Allocations larger than planned
 // (data-dependent shapes) fall back to the heap. Graph outputs are never in the arena: they are
 // heap-allocated, or copied when they alias one. Each concurrent Run takes its own run context
 // (arena + plan cache, at most `max_cached_plans` signatures, least recently used evicted) from a
@@ -21,6 +22,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -31,6 +33,7 @@
 
 #include "graph/graph.h"
 #include "runtime/execution_provider.h"
+#include "runtime/memory_plan.h"
 #include "runtime/op_kernel.h"
 
 namespace inferd {
@@ -69,13 +72,6 @@ class ExecutionFrame {
   ~ExecutionFrame() = default;
 };
 
-// The memory plan of the most recently planned input signature.
-struct MemoryPlanStats {
-  size_t arena_bytes = 0;       // planned peak: the arena size
-  size_t sum_tensor_bytes = 0;  // what the planned tensors would take without reuse
-  size_t planned_tensors = 0;
-};
-
 // Accumulated time of one node over the runs made while profiling was on.
 struct NodeProfile {
   std::string name;
@@ -101,6 +97,7 @@ class GraphExecutor {
   Status Run(std::span<const Tensor> inputs, std::vector<Tensor>* outputs,
              const ExecutionFrame* parent = nullptr) const;
 
+  // The memory plan of the most recently planned input signature (memory_plan.h).
   MemoryPlanStats memory_stats() const;
   // Initializers no step reads any more (ExecutorOptions::release_constants): the graph's owner
   // may erase them.
@@ -123,13 +120,35 @@ class GraphExecutor {
     std::vector<bool> released;      // per input: KernelInfo::ReleaseConstantInput
   };
   struct RunContext;
-  struct ExecutionPlan;
+  struct RunMemory;
   class ContextLease;
+  class Frame;
+  using SubgraphFactory = std::function<StatusOr<std::shared_ptr<GraphExecutor>>(const Graph&)>;
 
   GraphExecutor(const Graph& graph, const Model& model);
   int SlotOf(const std::string& name);
+  // Create, in order: slots of inputs, initializers and captured values; one step per node;
+  // output slots; released constants; lifetimes.
+  Status BindSlots(const std::vector<std::string>& outer_scope);
+  Status BuildSteps();
+  StatusOr<Step> MakeStep(const Node& node, const SubgraphFactory& make_subgraph);
+  Status BindOutputs();
+  void ReleaseConstants();
+  void PlanLifetimes();
+
+  // Run: bind the frame, pick or start the memory plan, run each step, collect the outputs.
   Status RunSteps(std::span<const Tensor> inputs, std::vector<Tensor>* outputs,
                   const ExecutionFrame* parent, RunContext* context) const;
+  Status BindFrame(std::span<const Tensor> inputs, const ExecutionFrame* parent,
+                   Frame* frame) const;
+  RunMemory BeginMemory(std::span<const Tensor> inputs, RunContext* context, Frame* frame) const;
+  Status RunStep(size_t s, const RunMemory& memory, Frame* frame, int64_t* ns,
+                 std::vector<const Tensor*>& in_ptrs, std::vector<Tensor>& out_vals) const;
+  Status StoreOutput(size_t s, size_t o, const RunMemory& memory,
+                     std::span<const Tensor* const> in_ptrs, Tensor& out, Frame* frame) const;
+  Status CollectOutputs(const Frame& frame, std::vector<Tensor>* outputs) const;
+  void AddProfile(const std::vector<int64_t>& step_ns) const;
+  void FinishRecording(RunMemory& memory, RunContext* context) const;
 
   const Graph& graph_;
   const Model& model_;

@@ -58,18 +58,6 @@ StatusOr<const KernelDef*> KernelRegistry::Find(const Node& node, int64_t opset,
                        "'{}'", node.op_type, domain, opset, DataTypeName(bad_type), node.name);
 }
 
-bool KernelRegistry::HasOp(const std::string& domain, const std::string& op_type) const {
-  return defs_.count({NormalizeDomain(domain), op_type}) > 0;
-}
-
-std::vector<std::string> KernelRegistry::OpNames() const {
-  std::vector<std::string> names;
-  for (const auto& [key, defs] : defs_) {
-    names.push_back(key.first.empty() ? key.second : key.first + "::" + key.second);
-  }
-  return names;
-}
-
 std::vector<DataType> FloatTypes() {
   return {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16};
 }

@@ -38,9 +38,6 @@ class KernelRegistry {
   // unknown). Fails with UNIMPLEMENTED naming op, domain, opset and type when nothing matches.
   StatusOr<const KernelDef*> Find(const Node& node, int64_t opset,
                                   const std::vector<DataType>& input_types) const;
-  bool HasOp(const std::string& domain, const std::string& op_type) const;
-  // Sorted "domain::Op" names for diagnostics (inferd inspect, docs).
-  std::vector<std::string> OpNames() const;
 
  private:
   std::map<std::pair<std::string, std::string>, std::vector<KernelDef>> defs_;

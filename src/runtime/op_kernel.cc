@@ -14,11 +14,6 @@ DataType KernelInfo::OutputType(size_t i) const {
   return graph_.ValueType(node_.outputs[i]);
 }
 
-const ValueInfo* KernelInfo::InputInfo(size_t i) const {
-  if (!node_.HasInput(i)) return nullptr;
-  return graph_.FindValueInfo(node_.inputs[i]);
-}
-
 const Tensor* KernelInfo::ConstantInput(size_t i) const {
   if (!node_.HasInput(i)) return nullptr;
   const std::string& name = node_.inputs[i];

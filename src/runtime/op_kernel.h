@@ -42,8 +42,6 @@ class KernelInfo {
   // Declared/inferred element type of input i; kUndefined when unknown or omitted.
   DataType InputType(size_t i) const;
   DataType OutputType(size_t i) const;
-  // Declared/inferred shape of input i, if known.
-  const ValueInfo* InputInfo(size_t i) const;
   // The constant value of input i if it is an initializer that no graph input shadows, else null.
   const Tensor* ConstantInput(size_t i) const;
   // Declares that the kernel keeps what it needs of constant input i (e.g. a packed copy of a

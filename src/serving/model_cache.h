@@ -25,7 +25,7 @@
 #include <string_view>
 
 #include "common/status.h"
-#include "runtime/session.h"
+#include "session/session.h"
 
 namespace inferd::serving {
 

@@ -15,7 +15,7 @@
 
 #include "batching/batch_assembly.h"
 #include "batching/batch_scheduler.h"
-#include "runtime/session.h"
+#include "session/session.h"
 #include "serving/model_config.h"
 #include "serving/repository_scan.h"
 

@@ -13,7 +13,7 @@
 
 #include "common/stats.h"
 #include "optimizer/optimization_level.h"
-#include "runtime/session.h"
+#include "session/session.h"
 #include "tools/tensor_util.h"
 
 namespace inferd::tools {

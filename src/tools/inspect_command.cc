@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "graph/onnx_io.h"
-#include "runtime/execution_provider.h"
+#include "kernels/cpu/cpu_provider.h"
 #include "tools/run_command.h"
 
 namespace inferd::tools {

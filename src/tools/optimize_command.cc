@@ -1,6 +1,7 @@
 #include "tools/optimize_command.h"
 
 #include "graph/onnx_io.h"
+#include "kernels/cpu/cpu_provider.h"
 #include "optimizer/pipeline.h"
 
 namespace inferd::tools {
@@ -10,7 +11,7 @@ Status OptimizeModelCommand(const OptimizeOptions& options, std::ostream& out) {
   if (options.output.empty()) return InvalidArgument("no output path given (-o OUT.onnx)");
   ASSIGN_OR_RETURN(Model model, LoadOnnxModel(options.input));
   OptimizationReport report;
-  RETURN_IF_ERROR(Optimize(model, level, &report));
+  RETURN_IF_ERROR(Optimize(model, level, CpuProvider(), &report));
   RETURN_IF_ERROR(SaveOnnxModel(model, options.output));
   // What we write must load back: run the importer's checker and shape inference on it.
   StatusOr<Model> reloaded = LoadOnnxModel(options.output);

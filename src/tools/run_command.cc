@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "common/npy.h"
-#include "runtime/session.h"
+#include "session/session.h"
 #include "tools/tensor_util.h"
 
 namespace inferd::tools {

@@ -36,7 +36,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "graph/onnx_io.h"
-#include "runtime/session.h"
+#include "session/session.h"
 
 namespace fs = std::filesystem;
 using inferd::DataType;

@@ -3,8 +3,8 @@
 //
 // Not part of the CMake build (a measurement tool); build it against a build dir's libraries:
 //   B=build-mem; g++ -std=c++20 -O2 -Isrc -I$B tests/memory/weight_rss_probe.cc -o $B/weight_rss_probe \
-//     -Wl,--start-group $B/libinferd_runtime.a $B/libinferd_kernels_cpu.a $B/libinferd_optimizer.a \
-//     $B/libinferd_graph.a $B/libinferd_common.a -Wl,--end-group -ldnnl -lonnx -lonnx_proto \
+//     $B/libinferd_session.a $B/libinferd_optimizer.a $B/libinferd_kernels_cpu.a \
+//     $B/libinferd_runtime.a $B/libinferd_graph.a $B/libinferd_common.a -ldnnl -lonnx -lonnx_proto \
 //     -lprotobuf -lfmt -lspdlog -fopenmp
 //   $B/weight_rss_probe build/models/resnet50/model.onnx [seq_len]
 #include <malloc.h>
@@ -14,7 +14,7 @@
 #include <string>
 
 #include "kernels/cpu/onednn/packed_weights.h"
-#include "runtime/session.h"
+#include "session/session.h"
 
 namespace {
 

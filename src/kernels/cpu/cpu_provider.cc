@@ -1,7 +1,6 @@
 #include "kernels/cpu/cpu_provider.h"
 
 #include "kernels/cpu/register.h"
-#include "runtime/execution_provider.h"
 
 namespace inferd {
 namespace {

@@ -1,7 +1,7 @@
 // If / Loop / Scan on small hand-built graphs, including values captured from the outer graph.
 #include <gtest/gtest.h>
 
-#include "runtime/test_util.h"
+#include "session/test_util.h"
 
 namespace inferd {
 namespace {

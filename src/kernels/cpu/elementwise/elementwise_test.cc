@@ -4,7 +4,7 @@
 #include <functional>
 #include <limits>
 
-#include "runtime/test_util.h"
+#include "session/test_util.h"
 
 namespace inferd {
 namespace {

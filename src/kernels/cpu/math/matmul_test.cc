@@ -2,7 +2,7 @@
 
 #include "kernels/cpu/util/broadcast.h"
 #include "kernels/cpu/util/kernel_util.h"
-#include "runtime/test_util.h"
+#include "session/test_util.h"
 
 namespace inferd::cpu {
 namespace {

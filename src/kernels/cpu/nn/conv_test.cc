@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "runtime/test_util.h"
+#include "session/test_util.h"
 
 namespace inferd::cpu {
 namespace {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/test_util.h"
+#include "session/test_util.h"
 
 namespace inferd::cpu {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "runtime/test_util.h"
+#include "session/test_util.h"
 
 namespace inferd::cpu {
 namespace {

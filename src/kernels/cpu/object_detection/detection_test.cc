@@ -1,7 +1,7 @@
 // NonMaxSuppression, RoiAlign against hand-computed values.
 #include <gtest/gtest.h>
 
-#include "runtime/test_util.h"
+#include "session/test_util.h"
 
 namespace inferd {
 namespace {

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/onednn/packed_weights.h"
-#include "runtime/session.h"
-#include "runtime/test_util.h"
+#include "session/session.h"
+#include "session/test_util.h"
 
 namespace inferd::cpu {
 namespace {

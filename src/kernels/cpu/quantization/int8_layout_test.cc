@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <random>
 
-#include "runtime/test_util.h"
+#include "session/test_util.h"
 
 namespace inferd {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <random>
 
-#include "runtime/test_util.h"
+#include "session/test_util.h"
 
 namespace inferd {
 namespace {

@@ -5,7 +5,7 @@
 #include <limits>
 #include <numeric>
 
-#include "runtime/test_util.h"
+#include "session/test_util.h"
 
 namespace inferd {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "runtime/test_util.h"
+#include "session/test_util.h"
 
 namespace inferd {
 namespace {

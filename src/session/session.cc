@@ -1,4 +1,4 @@
-#include "runtime/session.h"
+#include "session/session.h"
 
 #include <omp.h>
 
@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/cpu/cpu_provider.h"
 #include "optimizer/pipeline.h"
 
 namespace inferd {
@@ -22,7 +23,9 @@ StatusOr<std::unique_ptr<Session>> Session::Create(Model model, const SessionOpt
   }
   std::unique_ptr<Session> s(new Session());
   s->model_ = std::make_unique<Model>(std::move(model));
-  RETURN_IF_ERROR(Optimize(*s->model_, options.optimization_level));
+  // The one place that picks a provider: its kernels fold constants and run the model.
+  std::shared_ptr<ExecutionProvider> provider = CpuProvider();
+  RETURN_IF_ERROR(Optimize(*s->model_, options.optimization_level, provider));
   s->num_threads_ = options.num_threads > 0
                         ? options.num_threads
                         : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -34,7 +37,7 @@ StatusOr<std::unique_ptr<Session>> Session::Create(Model model, const SessionOpt
   ex_opts.release_constants = !options.keep_initializers;
   ex_opts.poison_arena = options.poison_arena;
   ASSIGN_OR_RETURN(s->executor_,
-                   GraphExecutor::Create(s->model_->graph, *s->model_, CpuProvider(), ex_opts));
+                   GraphExecutor::Create(s->model_->graph, *s->model_, provider, ex_opts));
   // Weights the kernels hold packed copies of leave the graph: their buffers are freed once
   // packed (at the first run of each kernel), so they are resident once, not twice.
   for (const std::string& name : s->executor_->ReleasableInitializers()) {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/session.h"
+#include "session/session.h"
 
 namespace inferd::testing {
 

@@ -1,8 +1,9 @@
-// Memory planner and arena: placement unit tests, and an end-to-end check that a steady-state Run
-// of a small conv/matmul model allocates nothing for its activations (global allocation functions
-// are replaced in this test binary to count calls).
+// Memory planning end to end through Session: a steady-state Run of a small conv/matmul model
+// allocates nothing for its activations (global allocation functions are replaced in this test
+// binary to count calls), new shapes get their own plans, in-place residual buffers and concurrent
+// planned runs give the unplanned results. The planner's own unit tests are in
+// runtime/memory_plan_test.cc.
 #include <fmt/format.h>
-#include "runtime/memory_planner.h"
 
 // operator new/delete below are malloc/free based on purpose.
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
@@ -16,8 +17,8 @@
 #include <new>
 #include <thread>
 
-#include "runtime/session.h"
-#include "runtime/test_util.h"
+#include "session/session.h"
+#include "session/test_util.h"
 
 namespace {
 std::atomic<bool> g_counting{false};
@@ -53,57 +54,6 @@ using testing::AttrInt;
 using testing::AttrInts;
 using testing::ExpectTensorNear;
 using testing::RandomFloat;
-
-bool Overlap(const BufferRequest& a, size_t oa, const BufferRequest& b, size_t ob) {
-  const bool in_time = !(a.last < b.first || b.last < a.first);
-  const bool in_space = oa < ob + b.bytes && ob < oa + a.bytes;
-  return in_time && in_space;
-}
-
-TEST(MemoryPlannerTest, ChainReusesMemory) {
-  // A chain: each buffer is read by the next step only, so two slots suffice.
-  std::vector<BufferRequest> reqs = {{4096, 0, 1}, {4096, 1, 2}, {4096, 2, 3}, {4096, 3, 4}};
-  MemoryPlan p = PlanMemory(reqs);
-  EXPECT_EQ(p.arena_bytes, 8192u);
-  EXPECT_EQ(p.sum_bytes, 4 * 4096u);
-  EXPECT_EQ(p.offsets[0], p.offsets[2]);
-  EXPECT_NE(p.offsets[0], p.offsets[1]);
-}
-
-TEST(MemoryPlannerTest, NoOverlapAndAlignedOnRandomRequests) {
-  std::mt19937 rng(7);
-  for (int trial = 0; trial < 20; ++trial) {
-    std::vector<BufferRequest> reqs;
-    for (int i = 0; i < 60; ++i) {
-      int first = static_cast<int>(rng() % 40);
-      reqs.push_back({1 + rng() % 100000, first, first + static_cast<int>(rng() % 10)});
-    }
-    MemoryPlan p = PlanMemory(reqs, 64);
-    size_t peak_live = 0;
-    for (int s = 0; s < 50; ++s) {
-      size_t live = 0;
-      for (const auto& r : reqs) live += (r.first <= s && s <= r.last) ? r.bytes : 0;
-      peak_live = std::max(peak_live, live);
-    }
-    EXPECT_GE(p.arena_bytes, peak_live);
-    EXPECT_LE(p.arena_bytes, p.sum_bytes);
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      EXPECT_EQ(p.offsets[i] % 64, 0u);
-      EXPECT_LE(p.offsets[i] + reqs[i].bytes, p.arena_bytes);
-      for (size_t j = i + 1; j < reqs.size(); ++j) {
-        EXPECT_FALSE(Overlap(reqs[i], p.offsets[i], reqs[j], p.offsets[j])) << i << " vs " << j;
-      }
-    }
-  }
-}
-
-TEST(MemoryPlannerTest, BestFitUsesSmallestGap) {
-  // 0 and 1 live at step 0..1 side by side; 2 (small) lives later and fits where 0 was.
-  std::vector<BufferRequest> reqs = {{1024, 0, 1}, {4096, 0, 3}, {512, 2, 3}};
-  MemoryPlan p = PlanMemory(reqs);
-  EXPECT_EQ(p.arena_bytes, 4096u + 1024u);
-  EXPECT_EQ(p.offsets[2], p.offsets[0]);
-}
 
 ValueInfo Decl(std::string name, std::vector<int64_t> dims) {
   ValueInfo vi;

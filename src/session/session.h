@@ -1,4 +1,5 @@
-// Session: load → (optimize) → plan → run one ONNX model.
+// Session: load → (optimize) → plan → run one ONNX model. The only library that sees the
+// optimizer, the runtime and a concrete execution provider (the CPU one) together.
 //
 //   SessionOptions opts;
 //   opts.num_threads = 2;

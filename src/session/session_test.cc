@@ -1,10 +1,10 @@
-#include "runtime/session.h"
+#include "session/session.h"
 
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "runtime/test_util.h"
+#include "session/test_util.h"
 
 namespace inferd {
 namespace {
