@@ -103,6 +103,18 @@ class ModelLifecycleTest : public ::testing::Test {
     WriteFile(repo_ / "m" / "config.pbtxt", kOneWorkerConfig);
     WriteAddModel(repo_ / "m" / std::to_string(version) / "model.onnx");
   }
+  void LoadOneWorkerModel() {
+    WriteOneWorkerModel(1);
+    Create();
+    ASSERT_TRUE(manager_->LoadRepository().ok());
+  }
+  // Occupies model m's only worker with a request whose callback blocks until released.
+  std::unique_ptr<HeldRequest> OccupyTheWorker() {
+    auto held = std::make_unique<HeldRequest>(Request("m", Row()));
+    held->Start(*manager_);
+    EXPECT_TRUE(held->WaitEntered().status.ok());
+    return held;
+  }
   Result Infer(Tensor x = Row()) { return testing::InferSync(*manager_, Request("m", std::move(x))); }
   std::future<Result> InferAsync() { return testing::InferAsync(*manager_, Request("m", Row())); }
 
@@ -165,12 +177,8 @@ TEST_F(ModelLifecycleTest, PollUnloadsARemovedModel) {
 }
 
 TEST_F(ModelLifecycleTest, RetiredVersionFinishesItsQueuedRequestsFirst) {
-  WriteOneWorkerModel(1);
-  Create();
-  ASSERT_TRUE(manager_->LoadRepository().ok());
-  HeldRequest running(Request("m", Row()));
-  running.Start(*manager_);
-  ASSERT_TRUE(running.WaitEntered().status.ok());  // version 1's only worker is busy
+  LoadOneWorkerModel();
+  std::unique_ptr<HeldRequest> running = OccupyTheWorker();  // version 1's only worker is busy
   std::future<Result> queued = InferAsync();      // waits in version 1's queue
 
   WriteAddModel(repo_ / "m" / "2" / "model.onnx");
@@ -180,18 +188,16 @@ TEST_F(ModelLifecycleTest, RetiredVersionFinishesItsQueuedRequestsFirst) {
   EXPECT_EQ(Infer().response.model_version, 2);
   EXPECT_FALSE(IsReady(load));
 
-  running.Release();
+  running->Release();
   const Result q = queued.get();
   ASSERT_TRUE(q.status.ok()) << q.status.ToString();
   EXPECT_EQ(q.response.model_version, 1);
   EXPECT_TRUE(load.get().ok());
-  EXPECT_EQ(running.WaitEntered().response.model_version, 1);
+  EXPECT_EQ(running->WaitEntered().response.model_version, 1);
 }
 
 TEST_F(ModelLifecycleTest, RetireReleasesAVersionStillHeldAtTheDeadline) {
-  WriteOneWorkerModel(1);
-  Create();
-  ASSERT_TRUE(manager_->LoadRepository().ok());
+  LoadOneWorkerModel();
   // An invalid request is answered inside Infer, which holds the version meanwhile.
   HeldRequest holder(Request("m", Row(), "not_an_input"));
   std::thread infer([&] { holder.Start(*manager_); });
@@ -244,12 +250,8 @@ TEST_F(ModelLifecycleTest, FailedReloadKeepsTheRunningVersionServing) {
 }
 
 TEST_F(ModelLifecycleTest, ShutdownDrainsAcceptedRequests) {
-  WriteOneWorkerModel(1);
-  Create();
-  ASSERT_TRUE(manager_->LoadRepository().ok());
-  HeldRequest running(Request("m", Row()));
-  running.Start(*manager_);
-  ASSERT_TRUE(running.WaitEntered().status.ok());
+  LoadOneWorkerModel();
+  std::unique_ptr<HeldRequest> running = OccupyTheWorker();
   std::future<Result> queued = InferAsync();
 
   manager_->BeginShutdown();
@@ -258,7 +260,7 @@ TEST_F(ModelLifecycleTest, ShutdownDrainsAcceptedRequests) {
   EXPECT_EQ(manager_->InFlight(), 2);
   std::future<bool> idle =
       std::async(std::launch::async, [&] { return manager_->WaitForIdle(std::chrono::hours(1)); });
-  running.Release();
+  running->Release();
   EXPECT_TRUE(idle.get());
   const Result q = queued.get();
   EXPECT_TRUE(q.status.ok()) << q.status.ToString();
@@ -266,12 +268,8 @@ TEST_F(ModelLifecycleTest, ShutdownDrainsAcceptedRequests) {
 }
 
 TEST_F(ModelLifecycleTest, WaitForIdleGivesUpAtItsTimeoutOnTheClock) {
-  WriteOneWorkerModel(1);
-  Create();
-  ASSERT_TRUE(manager_->LoadRepository().ok());
-  HeldRequest running(Request("m", Row()));
-  running.Start(*manager_);
-  ASSERT_TRUE(running.WaitEntered().status.ok());
+  LoadOneWorkerModel();
+  std::unique_ptr<HeldRequest> running = OccupyTheWorker();
   manager_->BeginShutdown();
   const Clock::TimePoint t0 = clock_.Now();
   std::future<bool> idle =
@@ -279,19 +277,15 @@ TEST_F(ModelLifecycleTest, WaitForIdleGivesUpAtItsTimeoutOnTheClock) {
   clock_.BlockUntilWaiting(t0 + milliseconds(10));
   clock_.Advance(milliseconds(10));
   EXPECT_FALSE(idle.get());
-  running.Release();
+  running->Release();
 }
 
 TEST_F(ModelLifecycleTest, DestructionRunsQueuedRequests) {
-  WriteOneWorkerModel(1);
-  Create();
-  ASSERT_TRUE(manager_->LoadRepository().ok());
-  HeldRequest running(Request("m", Row()));
-  running.Start(*manager_);
-  ASSERT_TRUE(running.WaitEntered().status.ok());
+  LoadOneWorkerModel();
+  std::unique_ptr<HeldRequest> running = OccupyTheWorker();
   std::future<Result> queued = InferAsync();
   std::future<void> destroyed = std::async(std::launch::async, [&] { manager_.reset(); });
-  running.Release();
+  running->Release();
   destroyed.get();
   const Result q = queued.get();
   EXPECT_TRUE(q.status.ok()) << q.status.ToString();
@@ -309,9 +303,7 @@ TEST_F(ModelLifecycleTest, QueueFailuresAreCountedByReason) {
   WriteAddModel(repo_ / "m" / "1" / "model.onnx");
   Create();
   ASSERT_TRUE(manager_->LoadRepository().ok());
-  HeldRequest running(Request("m", Row()));
-  running.Start(*manager_);
-  ASSERT_TRUE(running.WaitEntered().status.ok());
+  std::unique_ptr<HeldRequest> running = OccupyTheWorker();
   const Clock::TimePoint t0 = clock_.Now();
   std::future<Result> queued = InferAsync();  // the queue's one place
   const Result full = Infer();
@@ -319,7 +311,7 @@ TEST_F(ModelLifecycleTest, QueueFailuresAreCountedByReason) {
   clock_.BlockUntilWaiting(t0 + milliseconds(1));  // the scheduler waits for the queue timeout
   clock_.Advance(milliseconds(1));
   EXPECT_EQ(queued.get().status.code(), StatusCode::kUnavailable);
-  running.Release();
+  running->Release();
   auto stats = manager_->GetStatistics("m");
   ASSERT_EQ(stats.size(), 1u);
   EXPECT_EQ(stats[0].failures[FailureReason::kQueueFull], 1u);
