@@ -109,7 +109,7 @@ std::string RenderPrometheusMetrics(const std::vector<ModelStatisticsSnapshot>& 
   for (size_t i = 0; i < models.size(); ++i) {
     for (const auto& [reason, n] : models[i].failures) {
       fmt::format_to(it, "inferd_request_failure_total{{{},reason=\"{}\"}} {}\n", labels[i],
-                     EscapeLabelValue(reason), n);
+                     EscapeLabelValue(serving::FailureReasonName(reason)), n);
     }
   }
   Header(out, "inferd_inference_count_total", "counter",

@@ -16,8 +16,8 @@ serving::ModelStatisticsSnapshot Snapshot(const std::string& name, int64_t versi
   s.success_requests = 10;
   s.inference_count = 12;
   s.execution_count = 4;
-  s.failures["invalid_argument"] = 2;
-  s.failures["timeout"] = 1;
+  s.failures[serving::FailureReason::kInvalidInput] = 2;
+  s.failures[serving::FailureReason::kTimeout] = 1;
   s.pending = 3;
   s.request_us.bounds = {100, 1000, 10000};
   s.request_us.counts = {1, 5, 3, 1};

@@ -355,7 +355,8 @@ Status CompleteConfig(const std::string& model_name, const std::vector<ValueInfo
   }
   if (!config->has_version_policy()) config->mutable_version_policy()->mutable_latest();
   for (const auto& w : config->model_warmup()) {
-    for (const auto& [name, in] : w.inputs()) {
+    for (const auto& entry : w.inputs()) {
+      const std::string& name = entry.first;  // a lambda may not capture a structured binding
       if (!seen.count(name) && std::none_of(config->input().begin(), config->input().end(),
                                             [&](const auto& i) { return i.name() == name; })) {
         return InvalidArgument("model_warmup '{}': unknown input '{}'", w.name(), name);

@@ -15,32 +15,47 @@
 // inference: it validates, enqueues and returns; the callback runs on a model worker thread (or on
 // the caller's thread when the request is rejected before queuing). Destruction rejects nothing
 // already queued: it drains the queues (every callback runs), then joins the workers.
+//
+// The manager is the facade of src/serving; the pieces behind it:
+//   repository.h       folders, version folders, name checks, version policy (pure functions)
+//   model_loader.h     one model's (re)load into a new ModelState, blue-green
+//   model_version.h    one loaded version: session, config, signature, scheduler, instances
+//   model_signature.h  a version's input/output specs and request validation
+//   model_instance.h   one instance: merge inputs → Session::Run → split outputs
+//   model_stats.h      FailureReason and the per-version statistics
+//   warmup.h           warmup requests and tensors
+//   lifecycle.h        the lifecycle thread (operations, poll timer) and the retire deadline
+// Lock order: load_mu_ (one load or unload at a time) before mu_ (the published models).
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/clock.h"
-#include "common/histogram.h"
+#include "common/mutex.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "serving/inference.h"
 #include "serving/model_cache.h"
+#include "serving/model_stats.h"
 
 namespace inference {
 class ModelConfig;  // generated from proto/model_config.proto
 }
 
 namespace inferd::serving {
+
+class LifecycleThread;  // lifecycle.h
+class ModelVersion;  // model_version.h
+struct ModelState;   // model_loader.h
+struct ModelLoadOptions;
 
 // How the set of served models changes after start (Triton's --model-control-mode).
 enum class ModelControlMode {
@@ -84,8 +99,8 @@ struct ModelManagerOptions {
   // Server readiness requires every model of the repository to be READY (Triton's
   // --strict-readiness); false: ready once the repository was scanned.
   bool strict_readiness = true;
-  // Time source for queue delays and timeouts; nullptr = the process's RealClock. Must outlive the
-  // manager.
+  // Time source for queue delays and timeouts, the poll interval, the retire deadline and
+  // WaitForIdle; nullptr = the process's RealClock. Must outlive the manager.
   Clock* clock = nullptr;
 };
 
@@ -111,39 +126,6 @@ struct ModelIndexEntry {
   std::string reason;    // why UNAVAILABLE; for READY, why a newer load of it failed; or empty
 };
 
-// A count and the total time it took (Triton's StatisticDuration).
-struct DurationStat {
-  uint64_t count = 0;
-  uint64_t ns = 0;
-};
-
-// Per batch size executed (Triton's InferBatchStatistics).
-struct BatchStat {
-  int64_t batch_size = 0;
-  DurationStat compute_input, compute_infer, compute_output;
-};
-
-// Statistics and metrics of one model version, a consistent snapshot.
-struct ModelStatisticsSnapshot {
-  std::string name;
-  int64_t version = 0;
-  uint64_t last_inference_ms = 0;  // wall-clock ms since the Unix epoch of the last inference; 0
-  uint64_t inference_count = 0;    // requests' batch rows inferred successfully
-  uint64_t execution_count = 0;    // Session::Run calls (batches)
-  // Triton's InferStatistics.
-  DurationStat success, fail, queue, compute_input, compute_infer, compute_output;
-  std::vector<BatchStat> batch_stats;  // ascending batch size
-  // Prometheus: failed requests by reason: "invalid_argument", "timeout", "queue_full",
-  // "unavailable", "internal".
-  std::map<std::string, uint64_t> failures;
-  uint64_t success_requests = 0;
-  HistogramSnapshot request_us;  // end-to-end (enqueue → callback), µs
-  HistogramSnapshot queue_us;    // enqueue → batch start, µs
-  HistogramSnapshot compute_us;  // batch assembly + Session::Run + split, µs
-  HistogramSnapshot batch_size;  // rows per executed batch
-  int64_t pending = 0;           // requests queued or executing now
-};
-
 class ModelManager {
  public:
   // Validates options (the repository must be an existing directory). Loads nothing yet.
@@ -155,11 +137,11 @@ class ModelManager {
   // Scans the repository and loads every model (versions chosen by each config's version_policy,
   // default: latest 1). Per-model failures are recorded in Index() and logged, not returned; a
   // non-OK status means the repository itself could not be read.
-  Status LoadRepository();
+  Status LoadRepository() EXCLUDES(load_mu_, mu_);
   // Loads the models the control mode asks for (every model, or startup_models in kExplicit),
   // then in kPoll starts the thread that re-scans the repository. Like LoadRepository, per-model
   // failures are only recorded; a non-OK status means the repository could not be read.
-  Status Start();
+  Status Start() EXCLUDES(load_mu_, mu_);
 
   // Loads (or reloads) one model of the repository, blue-green: the versions its version_policy
   // selects load (optimize, warm up) while the running ones keep serving; versions whose files and
@@ -167,15 +149,15 @@ class ModelManager {
   // versions are ready; replaced versions then finish the requests they accepted and are freed.
   // A version that fails to load leaves the running one serving (Index() shows the reason); the
   // failure is returned as a Status too. Loads and unloads are serialized.
-  Status LoadModel(const std::string& name);
+  Status LoadModel(const std::string& name) EXCLUDES(load_mu_, mu_);
   // Unloads a model: it stays in Index() as UNAVAILABLE ("unloaded"), new requests get
   // UNAVAILABLE, requests already accepted still complete, then its memory is freed (returns once
   // done or after retire_timeout). NOT_FOUND for a name that is neither loaded nor in the
   // repository.
-  Status UnloadModel(const std::string& name);
+  Status UnloadModel(const std::string& name) EXCLUDES(load_mu_, mu_);
   // One repository scan of poll mode, run now: loads new models, reloads models whose folder
   // changed (file sizes or modification times, config.pbtxt), unloads models whose folder is gone.
-  void PollRepository();
+  void PollRepository() EXCLUDES(load_mu_, mu_);
 
   // The repository API (HTTP POST /v2/repository/models/M/load|unload, gRPC RepositoryModelLoad/
   // Unload): runs LoadModel/UnloadModel on the manager's lifecycle thread and calls `done` there
@@ -188,7 +170,7 @@ class ModelManager {
   void BeginShutdown();
   // Step 2: waits until every accepted request has had its callback, at most `timeout`. True when
   // none is left.
-  bool WaitForIdle(std::chrono::milliseconds timeout);
+  bool WaitForIdle(std::chrono::milliseconds timeout) EXCLUDES(idle_mu_);
   // Requests accepted (queued or executing) whose callback has not returned yet.
   int64_t InFlight() const { return in_flight_.load(); }
 
@@ -198,11 +180,11 @@ class ModelManager {
   // answers UNAVAILABLE at once. `callback` is called exactly once (see inference.h).
   void Infer(std::unique_ptr<InferenceRequest> request, ResponseCallback callback);
 
-  bool IsLive() const;  // true until destruction starts
+  bool IsLive() const EXCLUDES(mu_);  // true until destruction starts
   // True when every model in the repository has at least one READY version and the repository
   // was loaded. An empty repository is ready
   // (with strict_readiness; otherwise once LoadRepository ran).
-  bool IsReady() const;
+  bool IsReady() const EXCLUDES(mu_);
   // version -1: any READY version.
   bool IsModelReady(const std::string& name, int64_t version = -1) const;
 
@@ -220,48 +202,42 @@ class ModelManager {
   // Every loaded model's versions; in kExplicit also the repository's models not loaded
   // (UNAVAILABLE, "not loaded"). A READY row may carry a reason: a newer load of that version
   // failed and it keeps serving.
-  std::vector<ModelIndexEntry> Index() const;
+  std::vector<ModelIndexEntry> Index() const EXCLUDES(mu_);
 
  private:
-  struct Model;         // one model: its versions and their state
-  struct ModelVersion;  // one loaded version: session, config, scheduler, instances, stats
   explicit ModelManager(const ModelManagerOptions& options);
+  // Loads each model (failures are logged and shown in Index()), then marks the repository
+  // loaded.
+  void LoadModels(const std::vector<std::string>& names) EXCLUDES(load_mu_, mu_);
   StatusOr<std::shared_ptr<ModelVersion>> FindVersion(const std::string& name,
-                                                      int64_t version) const;
-  StatusOr<std::shared_ptr<ModelVersion>> LoadVersion(const std::string& name, int64_t version,
-                                                      const std::filesystem::path& model_path,
-                                                      inference::ModelConfig config);
-  static Status Warmup(ModelVersion& version, const std::filesystem::path& model_dir,
-                       int instances);
-  static void WarmupWorkers(ModelVersion& version, int instances);
+                                                      int64_t version) const EXCLUDES(mu_);
+  // Swaps `model` in for `old` (readiness switches here) and retires the versions it replaced.
+  // Returns `result`, the load's outcome, as LoadModel does.
+  Status Publish(std::shared_ptr<ModelState> model, std::shared_ptr<const ModelState> old,
+                 const Status& result) REQUIRES(load_mu_) EXCLUDES(mu_);
   // Destroys replaced versions once nobody but `retired` holds them (or after retire_timeout),
   // then returns freed memory to the OS.
   void Retire(std::vector<std::shared_ptr<ModelVersion>> retired);
-  void LifecycleLoop();
-  void DoneInFlight();
+  void DoneInFlight() EXCLUDES(idle_mu_);
   // Folder fingerprints of the models loaded (not unloaded), by name.
-  std::map<std::string, std::string> LoadedFingerprints() const;
-  void Enqueue(std::function<void(bool run)> op);
+  std::map<std::string, std::string> LoadedFingerprints() const EXCLUDES(mu_);
+  Status CheckExplicitMode() const;
+  ModelLoadOptions LoadOptions() const;
 
   ModelManagerOptions options_;
   Clock* clock_;
   std::unique_ptr<ModelCache> cache_;
-  std::mutex load_mu_;  // serializes LoadModel/UnloadModel; taken before mu_
-  mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Model>> models_;  // guarded by mu_
-  bool repository_loaded_ = false;                        // guarded by mu_
-  bool shutting_down_ = false;                            // guarded by mu_
+  Mutex load_mu_ ACQUIRED_BEFORE(mu_);  // serializes LoadModel/UnloadModel
+  mutable Mutex mu_;
+  std::map<std::string, std::shared_ptr<ModelState>> models_ GUARDED_BY(mu_);
+  bool repository_loaded_ GUARDED_BY(mu_) = false;
+  bool shutting_down_ GUARDED_BY(mu_) = false;
   std::atomic<bool> draining_{false};  // BeginShutdown ran: reject new requests
   std::atomic<int64_t> in_flight_{0};
-  std::mutex idle_mu_;
-  std::condition_variable idle_cv_;  // notified when in_flight_ drops while draining_
-  // The lifecycle thread: repository API operations and polling.
-  std::mutex ops_mu_;
-  std::condition_variable ops_cv_;
-  std::deque<std::function<void(bool run)>> ops_;  // guarded by ops_mu_; run=false: cancelled
-  bool ops_stop_ = false;                          // guarded by ops_mu_
-  bool polling_ = false;                           // guarded by ops_mu_
-  std::thread lifecycle_;
+  Mutex idle_mu_;
+  CondVar idle_;  // notified when in_flight_ drops to 0 while draining_
+  // Repository API operations and polling; stopped first on destruction.
+  std::unique_ptr<LifecycleThread> lifecycle_;
 };
 
 }  // namespace inferd::serving

@@ -9,50 +9,24 @@
 #include "graph/onnx_io.h"
 #include "model_config.pb.h"
 #include "serving/model_config.h"
+#include "serving/test_models.h"
 
 namespace inferd::serving {
 namespace {
 
 namespace fs = std::filesystem;
 
+using testing::Result;
+using testing::WriteAddModel;
+using testing::WriteFile;
+
 ValueInfo Info(const std::string& name, std::vector<Dim> dims) {
-  ValueInfo v;
-  v.name = name;
-  v.dtype = DataType::kFloat32;
-  v.shape = std::move(dims);
-  return v;
+  return testing::FloatInfo(name, std::move(dims));
 }
-
-// y = x + x, x: [batch, seq] (symbolic dims).
-void WriteAddModel(const fs::path& path) {
-  Model m;
-  m.opsets[""] = 13;
-  m.graph.name = "double";
-  m.graph.inputs.push_back(Info("x", {Dim{-1, "batch"}, Dim{-1, "seq"}}));
-  m.graph.outputs.push_back(Info("y", {Dim{-1, "batch"}, Dim{-1, "seq"}}));
-  m.graph.AddNode("Add", {"x", "x"}, {"y"}, "add");
-  fs::create_directories(path.parent_path());
-  ASSERT_TRUE(SaveOnnxModel(m, path).ok());
-}
-
-void WriteFile(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p) << text;
-}
-
-struct Result {
-  Status status;
-  InferenceResponse response;
-};
 
 class ModelManagerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    repo_ = fs::path(::testing::TempDir()) /
-            ("serving_repo_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(repo_);
-    fs::create_directories(repo_);
-  }
+  void SetUp() override { repo_ = testing::FreshRepository("serving_repo_"); }
   void TearDown() override {
     manager_.reset();
     fs::remove_all(repo_);
@@ -67,20 +41,11 @@ class ModelManagerTest : public ::testing::Test {
     ASSERT_TRUE(manager_->LoadRepository().ok());
   }
   Result Infer(std::unique_ptr<InferenceRequest> r) {
-    std::promise<Result> p;
-    auto f = p.get_future();
-    manager_->Infer(std::move(r), [&p](Status s, InferenceResponse resp) {
-      p.set_value(Result{std::move(s), std::move(resp)});
-    });
-    return f.get();
+    return testing::InferSync(*manager_, std::move(r));
   }
   static std::unique_ptr<InferenceRequest> Request(const std::string& model, Tensor x,
                                                    const std::string& input = "x") {
-    auto r = std::make_unique<InferenceRequest>();
-    r->model_name = model;
-    r->id = "req";
-    r->inputs.push_back({input, std::move(x)});
-    return r;
+    return testing::Request(model, std::move(x), input);
   }
 
   fs::path repo_;
@@ -154,7 +119,7 @@ TEST_F(ModelManagerTest, BadRequests) {
   EXPECT_EQ(code(std::move(bad_out)), StatusCode::kInvalidArgument);
   auto stats = manager_->GetStatistics("double");
   ASSERT_EQ(stats.size(), 1u);
-  EXPECT_EQ(stats[0].failures["invalid_argument"], 7u);
+  EXPECT_EQ(stats[0].failures[FailureReason::kInvalidInput], 7u);
 }
 
 TEST_F(ModelManagerTest, TritonConfigWithBatchingRaggedAndBrokenModels) {

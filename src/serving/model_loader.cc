@@ -1,0 +1,113 @@
+#include "serving/model_loader.h"
+
+#include <spdlog/spdlog.h>
+
+#include <vector>
+
+#include "serving/model_config.h"
+#include "serving/repository.h"
+
+namespace inferd::serving {
+namespace {
+
+namespace fs = std::filesystem;
+
+Status ReadConfig(const fs::path& dir, bool strict, ModelState* model,
+                  inference::ModelConfig* config) {
+  std::error_code ec;
+  const fs::path config_path = dir / "config.pbtxt";
+  if (fs::exists(config_path, ec)) {
+    if (!ReadRepositoryFile(config_path, &model->config_text)) {
+      return InvalidArgument("cannot read {}", config_path.string());
+    }
+    std::vector<std::string> warnings;
+    ASSIGN_OR_RETURN(*config, ParseModelConfig(model->config_text, strict, &warnings));
+    for (const auto& w : warnings) spdlog::warn("model '{}': {} (ignored)", model->name, w);
+  }
+  return ValidateConfigStandalone(*config);
+}
+
+// Version `v` into `model`: kept from `old` when unchanged, else created; on failure the running
+// one keeps serving, or the version is recorded failed.
+void LoadOrKeepVersion(const ModelState* old, const inference::ModelConfig& config,
+                       const std::string& file, int64_t v, const ModelLoadOptions& options,
+                       ModelState* model) {
+  const fs::path vdir = options.repository / model->name / std::to_string(v);
+  std::string fingerprint = FolderFingerprint(vdir);
+  std::shared_ptr<ModelVersion> running;
+  if (old != nullptr) {
+    auto it = old->versions.find(v);
+    if (it != old->versions.end()) running = it->second;
+  }
+  // Unchanged files and config: keep the running version as it is (no reload, no blip).
+  if (running != nullptr && running->fingerprint() == fingerprint &&
+      old->config_text == model->config_text && old->reload_errors.count(v) == 0) {
+    model->versions[v] = running;
+    return;
+  }
+  auto loaded = ModelVersion::Create(model->name, v, vdir / file, std::move(fingerprint), config,
+                                     options.versions);
+  if (loaded.ok()) {
+    model->versions[v] = std::move(loaded).value();
+    return;
+  }
+  const std::string why = loaded.status().message();
+  if (running != nullptr) {
+    spdlog::warn("model '{}' version {} failed to reload, the running one keeps serving: {}",
+                 model->name, v, why);
+    model->versions[v] = running;
+    model->reload_errors[v] = why;
+  } else {
+    spdlog::warn("model '{}' version {} failed to load: {}", model->name, v, why);
+    model->failed[v] = why;
+  }
+}
+
+Status LoadVersions(const ModelState* old, const ModelLoadOptions& options, ModelState* model) {
+  const fs::path dir = options.repository / model->name;
+  inference::ModelConfig config;
+  RETURN_IF_ERROR(ReadConfig(dir, options.strict_config, model, &config));
+  VersionSelection selection =
+      SelectVersions(config.version_policy(), ListVersionFolders(dir), model->name);
+  model->failed = std::move(selection.missing);
+  if (selection.chosen.empty() && model->failed.empty()) {
+    return InvalidArgument("no version folders (e.g. {}/1/model.onnx)", model->name);
+  }
+  const std::string file =
+      config.default_model_filename().empty() ? "model.onnx" : config.default_model_filename();
+  for (int64_t v : selection.chosen) LoadOrKeepVersion(old, config, file, v, options, model);
+  if (model->versions.empty()) {
+    const auto& [v, why] = *model->failed.begin();
+    return InvalidArgument("version {}: {}", v, why);
+  }
+  return Status::Ok();
+}
+
+// After a failed load: nothing new is ready, so the running versions keep serving; or, with
+// nothing running either and no version to blame, the failure is the whole model's.
+void KeepServing(const ModelState* old, const Status& result, ModelState* model) {
+  if (model->versions.empty() && old != nullptr && !old->versions.empty()) {
+    spdlog::warn("model '{}' failed to reload, versions {}..{} keep serving: {}", model->name,
+                 old->versions.begin()->first, old->versions.rbegin()->first, result.message());
+    model->versions = old->versions;
+    model->config_text = old->config_text;
+    for (const auto& [v, _] : old->versions) model->reload_errors[v] = result.message();
+  } else if (model->versions.empty() && model->failed.empty()) {
+    model->error = result.message();
+  }
+}
+
+}  // namespace
+
+ModelLoad LoadModelState(const std::string& name, const ModelState* old,
+                         const ModelLoadOptions& options) {
+  ModelLoad load{std::make_shared<ModelState>(), Status::Ok()};
+  load.state->name = name;
+  // Taken before reading: a change during the load is seen again by the next poll.
+  load.state->fingerprint = FolderFingerprint(options.repository / name);
+  load.status = LoadVersions(old, options, load.state.get());
+  if (!load.status.ok()) KeepServing(old, load.status, load.state.get());
+  return load;
+}
+
+}  // namespace inferd::serving

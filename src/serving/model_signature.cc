@@ -1,0 +1,159 @@
+#include "serving/model_signature.h"
+
+#include <algorithm>
+#include <set>
+
+#include "serving/model_config.h"
+
+namespace inferd::serving {
+namespace {
+
+StatusOr<InputSpec> MakeInputSpec(const inference::ModelInput& in,
+                                  const std::vector<ValueInfo>& model_inputs) {
+  InputSpec spec;
+  spec.name = in.name();
+  ASSIGN_OR_RETURN(spec.dtype, FromConfigDataType(in.data_type()));
+  spec.dims.assign(in.dims().begin(), in.dims().end());
+  spec.ragged = in.allow_ragged_batch();
+  if (in.has_reshape()) {
+    spec.reshape = Shape(in.reshape().shape().begin(), in.reshape().shape().end());
+  }
+  for (const ValueInfo& vi : model_inputs) {
+    if (vi.name == in.name() && vi.shape) {
+      for (const Dim& d : *vi.shape) spec.params.push_back(d.known() ? "" : d.param);
+    }
+  }
+  return spec;
+}
+
+// The (input, dim) a symbolic output dim follows: the ragged input dim with the same name.
+std::pair<int, int> FollowedInputDim(const Dim& d, const std::vector<InputSpec>& inputs) {
+  std::pair<int, int> f{-1, -1};
+  for (size_t k = 0; k < inputs.size() && !d.param.empty() && f.first < 0; ++k) {
+    if (!inputs[k].ragged) continue;
+    const auto& ps = inputs[k].params;
+    for (size_t e = 1; e < ps.size(); ++e) {
+      if (ps[e] == d.param) f = {static_cast<int>(k), static_cast<int>(e)};
+    }
+  }
+  return f;
+}
+
+StatusOr<OutputSpec> MakeOutputSpec(const inference::ModelOutput& out,
+                                    const std::vector<ValueInfo>& model_outputs,
+                                    const std::vector<InputSpec>& inputs) {
+  OutputSpec spec;
+  spec.name = out.name();
+  ASSIGN_OR_RETURN(spec.dtype, FromConfigDataType(out.data_type()));
+  spec.dims.assign(out.dims().begin(), out.dims().end());
+  for (size_t i = 0; i < model_outputs.size(); ++i) {
+    if (model_outputs[i].name != out.name()) continue;
+    spec.model_index = i;
+    if (!model_outputs[i].shape) continue;
+    for (const Dim& d : *model_outputs[i].shape) spec.follows.push_back(FollowedInputDim(d, inputs));
+  }
+  return spec;
+}
+
+// Matches the request's inputs to the specs: given[k] is the tensor for inputs[k].
+Status MatchInputs(const ModelSignature& sig, const InferenceRequest& r,
+                   std::vector<const Tensor*>* given) {
+  given->assign(sig.inputs.size(), nullptr);
+  for (const InferInput& in : r.inputs) {
+    auto it = std::find_if(sig.inputs.begin(), sig.inputs.end(),
+                           [&](const InputSpec& s) { return s.name == in.name; });
+    if (it == sig.inputs.end()) {
+      std::string names;
+      for (const auto& s : sig.inputs) names += (names.empty() ? "" : ", ") + s.name;
+      return InvalidArgument("unexpected input '{}' for model '{}' (expected: {})", in.name,
+                             sig.name, names);
+    }
+    const size_t k = it - sig.inputs.begin();
+    if ((*given)[k] != nullptr) return InvalidArgument("input '{}' is given twice", in.name);
+    (*given)[k] = &in.tensor;
+  }
+  return Status::Ok();
+}
+
+// Checks one input tensor; *batch is the batch size of the inputs checked so far (-1: none yet).
+Status CheckInput(const ModelSignature& sig, const InputSpec& spec, const Tensor& t,
+                  int64_t* batch) {
+  Shape expected = spec.dims;
+  if (sig.batching()) expected.insert(expected.begin(), -1);
+  if (t.dtype() != spec.dtype) {
+    return InvalidArgument("input '{}': datatype {} but model '{}' expects {}", spec.name,
+                           KServeName(t.dtype()), sig.name, KServeName(spec.dtype));
+  }
+  bool match = t.rank() == static_cast<int64_t>(expected.size());
+  for (size_t d = 0; match && d < expected.size(); ++d) {
+    match = expected[d] == -1 || expected[d] == t.dim(d);
+  }
+  if (!match) {
+    return InvalidArgument("input '{}': shape {} does not match the model's {}", spec.name,
+                           ShapeToString(t.shape()), ShapeToString(expected));
+  }
+  if (t.NumElements() > 0 && t.raw_data() == nullptr) {
+    return InvalidArgument("input '{}' has no data", spec.name);
+  }
+  if (!sig.batching()) return Status::Ok();
+  if (t.dim(0) < 1 || t.dim(0) > sig.max_batch_size) {
+    return InvalidArgument("input '{}': batch size {} is outside [1, max_batch_size {}]",
+                           spec.name, t.dim(0), sig.max_batch_size);
+  }
+  if (*batch != -1 && t.dim(0) != *batch) {
+    return InvalidArgument("input '{}': batch size {} differs from the other inputs' {}",
+                           spec.name, t.dim(0), *batch);
+  }
+  *batch = t.dim(0);
+  return Status::Ok();
+}
+
+Status CheckRequestedOutputs(const ModelSignature& sig, const InferenceRequest& r) {
+  std::set<std::string> requested;
+  for (const std::string& o : r.requested_outputs) {
+    if (std::none_of(sig.outputs.begin(), sig.outputs.end(),
+                     [&](const OutputSpec& s) { return s.name == o; })) {
+      return InvalidArgument("unknown output '{}' requested from model '{}'", o, sig.name);
+    }
+    if (!requested.insert(o).second) return InvalidArgument("output '{}' requested twice", o);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<ModelSignature> BuildSignature(const std::string& name, int64_t version,
+                                        const inference::ModelConfig& config,
+                                        const std::vector<ValueInfo>& model_inputs,
+                                        const std::vector<ValueInfo>& model_outputs) {
+  ModelSignature sig;
+  sig.name = name;
+  sig.version = version;
+  sig.max_batch_size = config.max_batch_size();
+  sig.pad_value = config.inferd().ragged_pad_value();
+  for (const auto& in : config.input()) {
+    ASSIGN_OR_RETURN(InputSpec spec, MakeInputSpec(in, model_inputs));
+    sig.inputs.push_back(std::move(spec));
+  }
+  for (const auto& out : config.output()) {
+    ASSIGN_OR_RETURN(OutputSpec spec, MakeOutputSpec(out, model_outputs, sig.inputs));
+    sig.outputs.push_back(std::move(spec));
+  }
+  return sig;
+}
+
+StatusOr<int64_t> ValidateRequest(const ModelSignature& sig, const InferenceRequest& r) {
+  std::vector<const Tensor*> given;
+  RETURN_IF_ERROR(MatchInputs(sig, r, &given));
+  int64_t batch = -1;
+  for (size_t k = 0; k < sig.inputs.size(); ++k) {
+    if (given[k] == nullptr) {
+      return InvalidArgument("missing input '{}' for model '{}'", sig.inputs[k].name, sig.name);
+    }
+    RETURN_IF_ERROR(CheckInput(sig, sig.inputs[k], *given[k], &batch));
+  }
+  RETURN_IF_ERROR(CheckRequestedOutputs(sig, r));
+  return sig.batching() ? std::max<int64_t>(batch, 1) : 1;
+}
+
+}  // namespace inferd::serving

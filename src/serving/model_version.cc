@@ -1,0 +1,177 @@
+#include "serving/model_version.h"
+
+#include <malloc.h>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "batching/batch_scheduler.h"
+#include "common/mutex.h"
+#include "serving/model_config.h"
+#include "serving/warmup.h"
+
+namespace inferd::serving {
+namespace {
+
+namespace fs = std::filesystem;
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+struct Parallelism {
+  int instances = 1;
+  int threads = 1;  // intra-op threads per instance
+};
+
+Parallelism ResolveParallelism(const inference::ModelConfig& config,
+                               const ModelVersionOptions& o) {
+  const int hw = o.total_threads > 0
+                     ? o.total_threads
+                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  Parallelism p;
+  p.instances = ConfiguredInstanceCount(config);
+  if (p.instances == 0) p.instances = std::max(1, o.default_instance_count);
+  p.threads = config.inferd().threads_per_instance();
+  if (p.threads == 0) p.threads = o.threads_per_instance;
+  if (p.threads == 0) p.threads = std::max(1, hw / p.instances);
+  return p;
+}
+
+SessionOptions SessionOptionsFor(const inference::ModelConfig& config, int threads) {
+  SessionOptions so;
+  so.num_threads = threads;
+  // Graph optimizer level from config.pbtxt: inferd { optimization_level } (-1 none, 1 basic,
+  // 2 extended, 3 all; 0 the default), else Triton's optimization { graph { level } } (-1 none,
+  // >= 1 all).
+  if (const int level = config.inferd().optimization_level(); level != 0) {
+    so.optimization_level = level < 0 ? OptimizationLevel::kNone
+                                      : static_cast<OptimizationLevel>(std::min(level, 3));
+  } else if (const int graph = config.optimization().graph().level(); graph != 0) {
+    so.optimization_level = graph < 0 ? OptimizationLevel::kNone : OptimizationLevel::kAll;
+  }
+  return so;
+}
+
+}  // namespace
+
+StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Create(const std::string& name,
+                                                             int64_t version,
+                                                             const fs::path& model_path,
+                                                             std::string fingerprint,
+                                                             inference::ModelConfig config,
+                                                             const ModelVersionOptions& options) {
+  const Parallelism par = ResolveParallelism(config, options);
+  const auto t0 = std::chrono::steady_clock::now();
+  bool cache_hit = false;
+  auto session =
+      options.cache->CreateSession(model_path, SessionOptionsFor(config, par.threads), &cache_hit);
+  if (!session.ok()) return session.status();
+  const double build_ms = MsSince(t0);
+  std::shared_ptr<ModelVersion> v(new ModelVersion());
+  v->fingerprint_ = std::move(fingerprint);
+  v->session_ = std::move(session).value();
+  RETURN_IF_ERROR(CompleteConfig(name, v->session_->inputs(), v->session_->outputs(),
+                                 options.autocomplete_max_batch_size, &config));
+  // Record the effective instance count in the config shown to clients.
+  if (ConfiguredInstanceCount(config) == 0 && config.instance_group_size() > 0) {
+    config.mutable_instance_group(0)->set_count(par.instances);
+  }
+  ASSIGN_OR_RETURN(v->signature_, BuildSignature(name, version, config, v->session_->inputs(),
+                                                 v->session_->outputs()));
+  v->config_ = std::make_shared<const inference::ModelConfig>(std::move(config));
+  malloc_trim(0);  // loading's temporaries are gone; trimming after warmup would undo it
+  const auto t1 = std::chrono::steady_clock::now();
+  RETURN_IF_ERROR(WarmupSession(*v->session_, *v->config_, v->signature_,
+                                model_path.parent_path().parent_path(), par.instances));
+  const double warmup_ms = MsSince(t1);
+  RETURN_IF_ERROR(v->StartScheduler(par.instances, *options.clock));
+  v->WarmupWorkers(par.instances);
+  const auto& c = *v->config_;
+  spdlog::info(
+      "loaded model '{}' version {} ({} instance(s) × {} thread(s), max_batch_size {}{}; "
+      "session {:.1f} ms{}, warmup {:.1f} ms)",
+      name, version, par.instances, par.threads, c.max_batch_size(),
+      c.has_dynamic_batching() ? ", dynamic batching" : "", build_ms,
+      options.cache->enabled() ? (cache_hit ? " from cache" : " (cache miss)") : "", warmup_ms);
+  return v;
+}
+
+ModelVersion::~ModelVersion() { scheduler_.reset(); }  // drains: every queued callback runs
+
+Status ModelVersion::StartScheduler(int instances, Clock& clock) {
+  for (int i = 0; i < instances; ++i) {
+    instances_.push_back(std::make_unique<ModelInstance>(i, signature_, *session_, stats_));
+  }
+  auto scheduler = batching::BatchScheduler<InferTask>::Create(
+      SchedulerOptionsFromConfig(*config_, instances), clock,
+      [this](int worker, std::vector<std::unique_ptr<InferTask>> batch) {
+        instances_[worker]->ProcessBatch(std::move(batch));
+      },
+      // The scheduler gives up on a task only when its queue timeout expired.
+      [this](std::unique_ptr<InferTask> task, Status s) {
+        FailTask(signature_, stats_, *task, FailureReason::kTimeout, std::move(s));
+      });
+  if (!scheduler.ok()) return scheduler.status().WithContext("dynamic_batching");
+  scheduler_ = std::move(scheduler).value();
+  return Status::Ok();
+}
+
+void ModelVersion::Enqueue(std::unique_ptr<InferenceRequest> request, ResponseCallback callback) {
+  auto rows = ValidateRequest(signature_, *request);
+  if (!rows.ok()) {
+    stats_.RecordRejected(FailureReason::kInvalidInput);
+    callback(rows.status(), EmptyResponse(signature_, *request));
+    return;
+  }
+  auto task = std::make_unique<InferTask>();
+  task->rows = *rows;
+  task->enqueued = std::chrono::steady_clock::now();
+  task->callback = std::move(callback);
+  const batching::ScheduleOptions so{request->priority, request->timeout};
+  task->request = std::move(request);
+  stats_.AddPending(1);
+  Status s = scheduler_->Schedule(&task, so);
+  if (s.ok()) return;
+  // Ownership stayed with us. The scheduler stops only when this version is destroyed, which
+  // cannot happen during Enqueue: its UNAVAILABLE here is a full queue.
+  const FailureReason reason = s.code() == StatusCode::kUnavailable
+                                   ? FailureReason::kQueueFull
+                                   : FailureReasonFromCode(s.code());
+  FailTask(signature_, stats_, *task, reason, std::move(s));
+}
+
+// Best effort: a failure is only logged (WarmupSession already ran the model).
+void ModelVersion::WarmupWorkers(int instances) {
+  stats_.set_paused(true);  // warmup requests are not requests
+  Mutex mu;
+  CondVar done;
+  int left = std::max(1, instances);  // guarded by mu
+  for (int i = 0, n = left; i < n; ++i) {
+    auto task = std::make_unique<InferTask>();
+    task->request = ZeroRequest(signature_);
+    task->enqueued = std::chrono::steady_clock::now();
+    task->callback = [&](Status s, InferenceResponse) {
+      if (!s.ok()) spdlog::debug("worker warmup of '{}': {}", name(), s.message());
+      MutexLock l(&mu);
+      if (--left == 0) done.NotifyAll();
+    };
+    stats_.AddPending(1);
+    Status s = scheduler_->Schedule(&task, {});
+    if (!s.ok()) FailTask(signature_, stats_, *task, FailureReasonFromCode(s.code()), std::move(s));
+  }
+  MutexLock l(&mu);
+  while (left != 0) done.Wait(&mu);
+  stats_.set_paused(false);
+}
+
+ModelStatisticsSnapshot ModelVersion::Statistics() const {
+  ModelStatisticsSnapshot s = stats_.Snapshot();
+  s.name = name();
+  s.version = version();
+  return s;
+}
+
+}  // namespace inferd::serving

@@ -1,0 +1,93 @@
+// ModelVersion: one loaded version of a model — its session, effective config, signature,
+// statistics, instances and batch scheduler.
+//
+//   ASSIGN_OR_RETURN(auto v, ModelVersion::Create(name, 1, dir / "1" / "model.onnx", fingerprint,
+//                                                 std::move(config), options));
+//   v->Enqueue(std::move(request), std::move(callback));
+//
+// Create builds the session (through the compiled-model cache), completes and applies the config,
+// warms the session up and then the scheduler's workers, so a version is ready to serve when
+// Create returns. Destruction drains: every request still queued runs (its callback is called)
+// before the workers are joined.
+//
+// Thread-safety: Enqueue and Statistics may be called concurrently from any thread; everything else
+// is immutable after Create.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "model_config.pb.h"
+#include "session/session.h"
+#include "serving/inference.h"
+#include "serving/model_cache.h"
+#include "serving/model_instance.h"
+#include "serving/model_signature.h"
+#include "serving/model_stats.h"
+
+namespace inferd::batching {
+template <class Task>
+class BatchScheduler;
+}
+
+namespace inferd::serving {
+
+// The server-wide settings a version is created with (see ModelManagerOptions).
+struct ModelVersionOptions {
+  Clock* clock = nullptr;             // the schedulers' time source; required, outlives versions
+  const ModelCache* cache = nullptr;  // required
+  int total_threads = 0;              // 0: hardware_concurrency
+  int default_instance_count = 0;     // 0: 1 instance without instance_group
+  int threads_per_instance = 0;       // 0: total_threads / instances
+  int autocomplete_max_batch_size = 8;
+};
+
+class ModelVersion {
+ public:
+  // Loads `model_path` as version `version` of model `name` with `config` (parsed and validated
+  // standalone; completed here against the model). `fingerprint` is the version folder's at the
+  // time it was read. Any failure (model file, config against the model, warmup) is returned.
+  static StatusOr<std::shared_ptr<ModelVersion>> Create(const std::string& name, int64_t version,
+                                                        const std::filesystem::path& model_path,
+                                                        std::string fingerprint,
+                                                        inference::ModelConfig config,
+                                                        const ModelVersionOptions& options);
+  ~ModelVersion();
+  ModelVersion(const ModelVersion&) = delete;
+  ModelVersion& operator=(const ModelVersion&) = delete;
+
+  const std::string& name() const { return signature_.name; }
+  int64_t version() const { return signature_.version; }
+  const std::string& fingerprint() const { return fingerprint_; }
+  // The effective (auto-completed) config. Shared, immutable.
+  const std::shared_ptr<const inference::ModelConfig>& config() const { return config_; }
+  const ModelSignature& signature() const { return signature_; }
+
+  // Validates `request` and queues it. Invalid requests (INVALID_ARGUMENT) and a full queue
+  // (UNAVAILABLE) are answered at once on the caller's thread; the others on a worker. `callback`
+  // is called exactly once.
+  void Enqueue(std::unique_ptr<InferenceRequest> request, ResponseCallback callback);
+
+  ModelStatisticsSnapshot Statistics() const;
+
+ private:
+  ModelVersion() = default;
+  Status StartScheduler(int instances, Clock& clock);
+  // Gives each scheduler worker one request, so its thread-local state is warm.
+  void WarmupWorkers(int instances);
+
+  std::string fingerprint_;
+  std::shared_ptr<const inference::ModelConfig> config_;
+  std::unique_ptr<Session> session_;
+  ModelSignature signature_;
+  ModelStats stats_;
+  std::vector<std::unique_ptr<ModelInstance>> instances_;  // one per scheduler worker
+  std::unique_ptr<batching::BatchScheduler<InferTask>> scheduler_;  // destroyed first
+};
+
+}  // namespace inferd::serving
