@@ -356,8 +356,10 @@ Status CompleteConfig(const std::string& model_name, const std::vector<ValueInfo
   if (!config->has_version_policy()) config->mutable_version_policy()->mutable_latest();
   for (const auto& w : config->model_warmup()) {
     for (const auto& [name, in] : w.inputs()) {
-      if (!seen.count(name) && std::none_of(config->input().begin(), config->input().end(),
-                                            [&](const auto& i) { return i.name() == name; })) {
+      // An init-capture: clang 14 (scripts/check_thread_safety.sh) cannot capture a binding.
+      auto is_input = [&name = name](const auto& i) { return i.name() == name; };
+      const auto& inputs = config->input();
+      if (!seen.count(name) && std::none_of(inputs.begin(), inputs.end(), is_input)) {
         return InvalidArgument("model_warmup '{}': unknown input '{}'", w.name(), name);
       }
     }

@@ -141,8 +141,9 @@ Status BenchCommand(const BenchOptions& options, std::ostream& out) {
 
   const std::vector<ValueInfo>& decl = session->inputs();
   for (const auto& [name, shape] : overrides) {
+    // An init-capture: clang 14 (scripts/check_thread_safety.sh) cannot capture a binding.
     if (std::none_of(decl.begin(), decl.end(),
-                     [&](const ValueInfo& v) { return v.name == name; })) {
+                     [&name = name](const ValueInfo& v) { return v.name == name; })) {
       return InvalidArgument("--input-shape: the model has no input '{}'", name);
     }
   }
