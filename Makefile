@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test unit conformance run clean
+.PHONY: all deps configure build test unit thread-safety conformance run clean
 
 all: build
 
@@ -29,6 +29,12 @@ test: build
 
 unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE slow
+
+# Clang's thread-safety analysis (-Wthread-safety as errors, -fsyntax-only) over the sources that
+# use the lock annotations of src/common/thread_annotations.h: scripts/check_thread_safety.sh.
+# Needs the build (compile_commands.json, generated protobuf headers). .ci/run runs it.
+thread-safety: build
+	JOBS=$(JOBS) scripts/check_thread_safety.sh $(BUILD)
 
 # ONNX backend node tests, generated once from Debian's python3-onnx into $(ONNX_NODE_TESTS).
 # The full log goes to $(BUILD)/conformance.log; failures and the total are printed. Fails when

@@ -31,26 +31,29 @@
 //       [](std::unique_ptr<MyTask> task, Status why) { task->Fail(why); }));
 //   RETURN_IF_ERROR(scheduler->Schedule(&task));  // on error `task` is still ours
 //
-// Thread-safety: Schedule and the accessors may be called from any thread. ProcessBatchFn runs on
-// the worker threads (never two calls on the same worker at once); RejectFn runs on the scheduler
-// thread, never under the scheduler's lock, so both may call back into Schedule.
+// Thread-safety: Schedule and options() may be called from any thread. ProcessBatchFn runs on the
+// worker threads (never two calls on the same worker at once); RejectFn runs on the scheduler
+// thread; neither runs under the scheduler's lock (mu_), so both may call back into Schedule.
+// Lock discipline (checked by clang's -Wthread-safety, scripts/check_thread_safety.sh): one mutex,
+// mu_, guards every queue and all scheduling state (the members marked GUARDED_BY(mu_)); the
+// *Locked helpers run under it (REQUIRES(mu_)), the entry points and thread loops take it
+// (EXCLUDES(mu_)). No other lock is taken while mu_ is held except the Clock's own (FakeClock).
 // Destruction stops accepting tasks, then drains: every queued task is still batched (ignoring
 // max_queue_delay; timeouts still apply) and processed before the threads are joined.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace inferd::batching {
@@ -117,13 +120,8 @@ class BatchScheduler {
   // Queues *task. Ownership moves only on OK (*task becomes null); on error *task is untouched.
   // INVALID_ARGUMENT: null task, or size() outside [1, max_batch_size].
   // UNAVAILABLE: the level's queue is full, or the scheduler is shutting down.
-  Status Schedule(std::unique_ptr<Task>* task, const ScheduleOptions& options = {});
+  Status Schedule(std::unique_ptr<Task>* task, const ScheduleOptions& options = {}) EXCLUDES(mu_);
 
-  // Tasks queued, not yet handed to a worker.
-  size_t NumQueued() const {
-    std::lock_guard<std::mutex> l(mu_);
-    return num_queued_;
-  }
   const Options& options() const { return options_; }
 
  private:
@@ -136,42 +134,43 @@ class BatchScheduler {
   BatchScheduler(Options options, Clock& clock, ProcessBatchFn process, RejectFn reject);
   const QueuePolicy& PolicyFor(uint32_t level) const;
   uint32_t NumLevels() const { return std::max<uint32_t>(1, options_.priority_levels); }
-  // Moves expired tasks out (REJECT) or to the delayed queues (DELAY). Requires mu_.
-  void ExpireLocked(Clock::TimePoint now, std::vector<std::unique_ptr<Task>>* rejected);
+  // Moves expired tasks out (REJECT) or to the delayed queues (DELAY).
+  void ExpireLocked(Clock::TimePoint now, std::vector<std::unique_ptr<Task>>* rejected)
+      REQUIRES(mu_);
   // Number of queued tasks (in order) to dispatch now, or 0 and *wake = when to look again.
-  size_t DecideLocked(Clock::TimePoint now, Clock::TimePoint* wake) const;
+  size_t DecideLocked(Clock::TimePoint now, Clock::TimePoint* wake) const REQUIRES(mu_);
   template <class Fn>
-  void ForEachQueuedLocked(Fn&& fn) const;  // fn(const Entry&) -> bool continue
-  Batch TakeLocked(size_t n);
+  void ForEachQueuedLocked(Fn&& fn) const REQUIRES(mu_);  // fn(const Entry&) -> bool continue
+  Batch TakeLocked(size_t n) REQUIRES(mu_);
   // Hands batches that can be formed now to idle workers (into ready_; the caller notifies them).
   // Returns when the scheduler thread must look again for what is queued: `now` when a deadline
-  // has passed, the end of a queue delay an idle worker waits for, or Clock::kForever. Requires
-  // mu_.
-  Clock::TimePoint DispatchLocked(Clock::TimePoint now);
-  void SchedulerLoop();
-  void WorkerLoop(int worker);
+  // has passed, the end of a queue delay an idle worker waits for, or Clock::kForever.
+  Clock::TimePoint DispatchLocked(Clock::TimePoint now) REQUIRES(mu_);
+  void SchedulerLoop() EXCLUDES(mu_);
+  void WorkerLoop(int worker) EXCLUDES(mu_);
 
   const Options options_;
   Clock& clock_;
   const ProcessBatchFn process_;
   const RejectFn reject_;
 
-  mutable std::mutex mu_;
-  std::condition_variable scheduler_cv_;  // new task, idle worker, shutdown
-  std::condition_variable worker_cv_;     // batch ready, exit
-  // Index level - 1. Guarded by mu_.
-  std::vector<std::deque<Entry>> queues_;
-  std::vector<std::deque<Entry>> delayed_;
-  size_t num_queued_ = 0;                                // guarded by mu_
-  Clock::TimePoint earliest_deadline_ = Clock::kForever;  // guarded by mu_; lower bound
-  int idle_workers_ = 0;                                 // guarded by mu_
-  std::deque<Batch> ready_;                              // guarded by mu_
-  bool stopping_ = false;                                // guarded by mu_
-  bool workers_exit_ = false;                            // guarded by mu_
+  Mutex mu_;
+  CondVar scheduler_cv_;  // with mu_: new task, idle worker, shutdown
+  CondVar worker_cv_;     // with mu_: batch ready, exit
+  // Index level - 1.
+  std::vector<std::deque<Entry>> queues_ GUARDED_BY(mu_);
+  std::vector<std::deque<Entry>> delayed_ GUARDED_BY(mu_);
+  size_t num_queued_ GUARDED_BY(mu_) = 0;
+  Clock::TimePoint earliest_deadline_ GUARDED_BY(mu_) = Clock::kForever;  // a lower bound
+  int idle_workers_ GUARDED_BY(mu_) = 0;
+  std::deque<Batch> ready_ GUARDED_BY(mu_);
+  bool stopping_ GUARDED_BY(mu_) = false;
+  bool workers_exit_ GUARDED_BY(mu_) = false;
   // While the scheduler thread sleeps: the time it sleeps until. Schedule wakes it only when a
   // new task needs it earlier (a burst of tasks forming one batch costs no wake-ups).
-  bool scheduler_sleeping_ = false;                       // guarded by mu_
-  Clock::TimePoint scheduler_wake_ = Clock::kForever;     // guarded by mu_
+  bool scheduler_sleeping_ GUARDED_BY(mu_) = false;
+  Clock::TimePoint scheduler_wake_ GUARDED_BY(mu_) = Clock::kForever;
+  // Set in the constructor, joined in the destructor; no lock.
   std::thread scheduler_thread_;
   std::vector<std::thread> workers_;
 };
@@ -234,16 +233,16 @@ BatchScheduler<Task>::BatchScheduler(Options options, Clock& clock, ProcessBatch
 template <class Task>
 BatchScheduler<Task>::~BatchScheduler() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     stopping_ = true;
   }
-  scheduler_cv_.notify_all();
+  scheduler_cv_.NotifyAll();
   scheduler_thread_.join();  // returns once every queued task is dispatched or rejected
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     workers_exit_ = true;
   }
-  worker_cv_.notify_all();
+  worker_cv_.NotifyAll();
   for (std::thread& t : workers_) t.join();  // workers finish ready_ first
 }
 
@@ -271,7 +270,7 @@ Status BatchScheduler<Task>::Schedule(std::unique_ptr<Task>* task, const Schedul
   size_t wake_workers = 0;
   bool wake_scheduler = false;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (stopping_) return Unavailable("the batch scheduler is shutting down");
     const size_t level_size = queues_[level - 1].size() + delayed_[level - 1].size();
     if (policy.max_queue_size > 0 && level_size >= policy.max_queue_size) {
@@ -291,8 +290,8 @@ Status BatchScheduler<Task>::Schedule(std::unique_ptr<Task>* task, const Schedul
     // A scheduler thread that is awake re-evaluates before it sleeps again.
     wake_scheduler = scheduler_sleeping_ && look_again < scheduler_wake_;
   }
-  for (size_t i = 0; i < wake_workers; ++i) worker_cv_.notify_one();
-  if (wake_scheduler) scheduler_cv_.notify_one();
+  for (size_t i = 0; i < wake_workers; ++i) worker_cv_.NotifyOne();
+  if (wake_scheduler) scheduler_cv_.NotifyOne();
   return Status::Ok();
 }
 
@@ -399,17 +398,17 @@ typename BatchScheduler<Task>::Batch BatchScheduler<Task>::TakeLocked(size_t n) 
 
 template <class Task>
 void BatchScheduler<Task>::SchedulerLoop() {
-  std::unique_lock<std::mutex> l(mu_);
+  ReleasableMutexLock l(&mu_);
   while (true) {
     const Clock::TimePoint now = clock_.Now();
     std::vector<std::unique_ptr<Task>> rejected;
     ExpireLocked(now, &rejected);
     if (!rejected.empty()) {
-      l.unlock();
+      l.Unlock();
       for (auto& t : rejected) {
         reject_(std::move(t), Unavailable("request timeout expired while queued"));
       }
-      l.lock();
+      l.Lock();
       continue;
     }
     if (stopping_ && num_queued_ == 0) return;
@@ -420,30 +419,30 @@ void BatchScheduler<Task>::SchedulerLoop() {
       if (n > 0) {
         ready_.push_back(TakeLocked(n));
         --idle_workers_;
-        worker_cv_.notify_one();
+        worker_cv_.NotifyOne();
         continue;
       }
       wake = std::min(wake, batch_wake);
     }
     scheduler_sleeping_ = true;
     scheduler_wake_ = wake;
-    clock_.WaitUntil(scheduler_cv_, l, wake);
+    scheduler_cv_.WaitUntil(&mu_, clock_, wake);
     scheduler_sleeping_ = false;
   }
 }
 
 template <class Task>
 void BatchScheduler<Task>::WorkerLoop(int worker) {
-  std::unique_lock<std::mutex> l(mu_);
+  ReleasableMutexLock l(&mu_);
   while (true) {
-    worker_cv_.wait(l, [&] { return !ready_.empty() || workers_exit_; });
+    while (ready_.empty() && !workers_exit_) worker_cv_.Wait(&mu_);
     if (ready_.empty()) return;
     Batch batch = std::move(ready_.front());
     ready_.pop_front();
     while (true) {
-      l.unlock();
+      l.Unlock();
       process_(worker, std::move(batch));
-      l.lock();
+      l.Lock();
       // Form the next batch here rather than handing over to the scheduler thread and back: under
       // load a worker goes from batch to batch without sleeping.
       const Clock::TimePoint now = clock_.Now();
@@ -455,7 +454,7 @@ void BatchScheduler<Task>::WorkerLoop(int worker) {
     }
     ++idle_workers_;
     // The scheduler thread times a pending queue delay or deadline, and finishes a shutdown.
-    if (num_queued_ > 0 || stopping_) scheduler_cv_.notify_one();
+    if (num_queued_ > 0 || stopping_) scheduler_cv_.NotifyOne();
   }
 }
 

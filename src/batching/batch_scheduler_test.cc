@@ -2,11 +2,10 @@
 
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "testing/fake_clock.h"
 
 namespace inferd::batching {
@@ -20,58 +19,59 @@ struct FakeTask {
   int64_t size() const { return rows; }
 };
 
-// Records processed batches and rejected tasks; lets tests block a worker.
+// Records processed batches and rejected tasks; lets tests block a worker. mu_ guards everything;
+// cv_ (with mu_) signals every change.
 class Recorder {
  public:
-  void Process(int /*worker*/, BatchScheduler<FakeTask>::Batch batch) {
-    std::unique_lock<std::mutex> l(mu_);
+  void Process(int /*worker*/, BatchScheduler<FakeTask>::Batch batch) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
     ++started_;
-    cv_.notify_all();
-    cv_.wait(l, [&] { return !hold_; });
+    cv_.NotifyAll();
+    while (hold_) cv_.Wait(&mu_);
     std::vector<int> ids;
     for (auto& t : batch) ids.push_back(t->id);
     batches_.push_back(ids);
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
-  void Reject(std::unique_ptr<FakeTask> task, Status s) {
-    std::lock_guard<std::mutex> l(mu_);
+  void Reject(std::unique_ptr<FakeTask> task, Status s) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
     rejected_.push_back({task->id, s});
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
-  void WaitForBatches(size_t n) {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return batches_.size() >= n; });
+  void WaitForBatches(size_t n) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    while (batches_.size() < n) cv_.Wait(&mu_);
   }
   // Waits until n batches have reached a worker (held ones included).
-  void WaitForStarted(size_t n) {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return started_ >= n; });
+  void WaitForStarted(size_t n) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    while (started_ < n) cv_.Wait(&mu_);
   }
-  void WaitForRejected(size_t n) {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return rejected_.size() >= n; });
+  void WaitForRejected(size_t n) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    while (rejected_.size() < n) cv_.Wait(&mu_);
   }
-  void Hold(bool hold) {
-    std::lock_guard<std::mutex> l(mu_);
+  void Hold(bool hold) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
     hold_ = hold;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
-  std::vector<std::vector<int>> batches() {
-    std::lock_guard<std::mutex> l(mu_);
+  std::vector<std::vector<int>> batches() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
     return batches_;
   }
-  std::vector<std::pair<int, Status>> rejected() {
-    std::lock_guard<std::mutex> l(mu_);
+  std::vector<std::pair<int, Status>> rejected() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
     return rejected_;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool hold_ = false;
-  size_t started_ = 0;
-  std::vector<std::vector<int>> batches_;
-  std::vector<std::pair<int, Status>> rejected_;
+  Mutex mu_;
+  CondVar cv_;
+  bool hold_ GUARDED_BY(mu_) = false;
+  size_t started_ GUARDED_BY(mu_) = 0;
+  std::vector<std::vector<int>> batches_ GUARDED_BY(mu_);
+  std::vector<std::pair<int, Status>> rejected_ GUARDED_BY(mu_);
 };
 
 class BatchSchedulerTest : public ::testing::Test {

@@ -45,12 +45,6 @@ std::vector<double> Histogram::ExponentialBounds(double start, double factor, in
   return b;
 }
 
-std::vector<double> Histogram::LinearBounds(double start, double width, int count) {
-  std::vector<double> b;
-  for (int i = 0; i < count; ++i) b.push_back(start + width * i);
-  return b;
-}
-
 void Histogram::Record(double value) {
   const size_t i = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
   counts_[i].fetch_add(1, std::memory_order_relaxed);

@@ -37,8 +37,6 @@ class Histogram {
 
   // start, start*factor, ... (`count` bounds).
   static std::vector<double> ExponentialBounds(double start, double factor, int count);
-  // start, start+width, ... (`count` bounds).
-  static std::vector<double> LinearBounds(double start, double width, int count);
 
   // Thread-safe, lock-free.
   void Record(double value);
@@ -47,6 +45,7 @@ class Histogram {
   HistogramSnapshot Snapshot() const;
 
  private:
+  // No lock: bounds_ is immutable after construction; the counters are independent relaxed atomics.
   std::vector<double> bounds_;
   std::unique_ptr<std::atomic<uint64_t>[]> counts_;  // bounds_.size() + 1
   std::atomic<double> sum_{0};

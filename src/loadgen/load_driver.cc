@@ -9,7 +9,7 @@ namespace inferd::loadgen {
 using Clock = std::chrono::steady_clock;
 
 void Recorder::Add(std::chrono::nanoseconds latency, std::string_view error) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (error.empty()) {
     current_.latencies_us.push_back(
         std::chrono::duration_cast<std::chrono::microseconds>(latency).count());
@@ -19,7 +19,7 @@ void Recorder::Add(std::chrono::nanoseconds latency, std::string_view error) {
 }
 
 Recorder::Window Recorder::Take() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   Window w = std::move(current_);
   current_ = Window();
   return w;

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
 #include "loadgen/client.h"
 #include "loadgen/latency_stats.h"
 
@@ -32,13 +33,13 @@ class Recorder {
     std::vector<int64_t> latencies_us;      // successful requests
     std::map<std::string, int64_t> errors;  // error kind -> count
   };
-  void Add(std::chrono::nanoseconds latency, std::string_view error);
+  void Add(std::chrono::nanoseconds latency, std::string_view error) EXCLUDES(mu_);
   // Everything recorded since the last Take.
-  Window Take();
+  Window Take() EXCLUDES(mu_);
 
  private:
-  std::mutex mu_;
-  Window current_;  // guarded by mu_
+  Mutex mu_;
+  Window current_ GUARDED_BY(mu_);
 };
 
 class LoadDriver {

@@ -96,7 +96,7 @@ struct GraphExecutor::RunMemory {
 class GraphExecutor::ContextLease {
  public:
   explicit ContextLease(const GraphExecutor& ex) : ex_(ex) {
-    std::lock_guard<std::mutex> lock(ex_.pool_mu_);
+    MutexLock lock(&ex_.pool_mu_);
     if (!ex_.free_contexts_.empty()) {
       ctx_ = std::move(ex_.free_contexts_.back());
       ex_.free_contexts_.pop_back();
@@ -104,7 +104,7 @@ class GraphExecutor::ContextLease {
   }
   ~ContextLease() {
     if (!ctx_) return;
-    std::lock_guard<std::mutex> lock(ex_.pool_mu_);
+    MutexLock lock(&ex_.pool_mu_);
     ex_.free_contexts_.push_back(std::move(ctx_));
   }
   RunContext* get() {
@@ -138,7 +138,10 @@ StatusOr<std::shared_ptr<GraphExecutor>> GraphExecutor::Create(
   RETURN_IF_ERROR(ex->BindOutputs());
   if (options.release_constants) ex->ReleaseConstants();
   ex->PlanLifetimes();
-  ex->profile_.assign(ex->steps_.size(), {0, 0});
+  {
+    MutexLock lock(&ex->profile_mu_);  // not shared yet: for the analysis only
+    ex->profile_.assign(ex->steps_.size(), {0, 0});
+  }
   return ex;
 }
 
@@ -410,7 +413,7 @@ Status GraphExecutor::CollectOutputs(const Frame& frame, std::vector<Tensor>* ou
 }
 
 void GraphExecutor::AddProfile(const std::vector<int64_t>& step_ns) const {
-  std::lock_guard<std::mutex> lock(profile_mu_);
+  MutexLock lock(&profile_mu_);
   for (size_t s = 0; s < steps_.size(); ++s) {
     profile_[s].first += 1;
     profile_[s].second += step_ns[s];
@@ -422,17 +425,17 @@ void GraphExecutor::FinishRecording(RunMemory& memory, RunContext* context) cons
   auto& plans = context->plans;
   plans.emplace_front(std::move(memory.signature), plan);
   while (plans.size() > std::max<size_t>(options_.max_cached_plans, 1)) plans.pop_back();
-  std::lock_guard<std::mutex> lock(pool_mu_);
+  MutexLock lock(&pool_mu_);
   last_stats_ = plan->stats;
 }
 
 MemoryPlanStats GraphExecutor::memory_stats() const {
-  std::lock_guard<std::mutex> lock(pool_mu_);
+  MutexLock lock(&pool_mu_);
   return last_stats_;
 }
 
 std::vector<NodeProfile> GraphExecutor::Profile() const {
-  std::lock_guard<std::mutex> lock(profile_mu_);
+  MutexLock lock(&profile_mu_);
   std::vector<NodeProfile> r;
   r.reserve(steps_.size());
   for (size_t s = 0; s < steps_.size(); ++s) {
@@ -443,7 +446,7 @@ std::vector<NodeProfile> GraphExecutor::Profile() const {
 }
 
 void GraphExecutor::ResetProfile() const {
-  std::lock_guard<std::mutex> lock(profile_mu_);
+  MutexLock lock(&profile_mu_);
   std::fill(profile_.begin(), profile_.end(), std::pair<int64_t, int64_t>{0, 0});
 }
 

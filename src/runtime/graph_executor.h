@@ -25,12 +25,12 @@
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "common/mutex.h"
 #include "graph/graph.h"
 #include "runtime/execution_provider.h"
 #include "runtime/memory_plan.h"
@@ -166,13 +166,17 @@ class GraphExecutor {
   std::vector<int> slot_last_step_;  // step after which a produced slot is released; graph outputs:
                                      // steps_.size()
 
-  mutable std::mutex pool_mu_;
-  mutable std::vector<std::unique_ptr<RunContext>> free_contexts_;  // guarded by pool_mu_
-  mutable MemoryPlanStats last_stats_;                              // guarded by pool_mu_
+  // Of the executor's own state, concurrent Runs share only what the two mutexes below guard
+  // (each Run works in a RunContext of its own; kernels lock their own caches). Neither mutex is
+  // held while another lock is taken, nor around a kernel's Compute.
+  mutable Mutex pool_mu_;  // the pool of idle run contexts, and the last plan's statistics
+  mutable std::vector<std::unique_ptr<RunContext>> free_contexts_ GUARDED_BY(pool_mu_);
+  mutable MemoryPlanStats last_stats_ GUARDED_BY(pool_mu_);
 
   mutable std::atomic<bool> profiling_{false};
-  mutable std::mutex profile_mu_;
-  mutable std::vector<std::pair<int64_t, int64_t>> profile_;  // per step: calls, ns; profile_mu_
+  mutable Mutex profile_mu_;  // the profile counters, updated once per profiled Run
+  // Per step: calls, ns.
+  mutable std::vector<std::pair<int64_t, int64_t>> profile_ GUARDED_BY(profile_mu_);
 };
 
 }  // namespace inferd

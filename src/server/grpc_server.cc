@@ -2,13 +2,13 @@
 
 #include <chrono>
 #include <deque>
-#include <mutex>
 
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
 #include "grpc_service.grpc.pb.h"
+#include "common/mutex.h"
 #include "model_config.pb.h"
 #include "server/grpc_codec.h"
 #include "server/kserve_http.h"
@@ -61,7 +61,7 @@ class StreamReactor : public grpc::ServerBidiReactor<pb::ModelInferRequest, pb::
   void OnReadDone(bool ok) override {
     if (!ok) {
       {
-        std::lock_guard lock(mu_);
+        RecursiveMutexLock lock(&mu_);
         reads_done_ = true;
       }
       MaybeFinish();
@@ -70,7 +70,7 @@ class StreamReactor : public grpc::ServerBidiReactor<pb::ModelInferRequest, pb::
     auto msg = std::make_shared<pb::ModelInferRequest>(std::move(request_));
     request_.Clear();
     {
-      std::lock_guard lock(mu_);
+      RecursiveMutexLock lock(&mu_);
       ++pending_;
     }
     auto decoded = DecodeGrpcInferRequest(*msg, msg);
@@ -98,7 +98,7 @@ class StreamReactor : public grpc::ServerBidiReactor<pb::ModelInferRequest, pb::
 
   void OnWriteDone(bool /*ok*/) override {
     {
-      std::lock_guard lock(mu_);
+      RecursiveMutexLock lock(&mu_);
       queue_.pop_front();
       --pending_;
       if (!queue_.empty()) {
@@ -114,7 +114,7 @@ class StreamReactor : public grpc::ServerBidiReactor<pb::ModelInferRequest, pb::
 
  private:
   void Enqueue(pb::ModelStreamInferResponse r) {
-    std::lock_guard lock(mu_);
+    RecursiveMutexLock lock(&mu_);
     queue_.push_back(std::move(r));
     if (!writing_) {
       writing_ = true;
@@ -124,7 +124,7 @@ class StreamReactor : public grpc::ServerBidiReactor<pb::ModelInferRequest, pb::
 
   void MaybeFinish() {
     {
-      std::lock_guard lock(mu_);
+      RecursiveMutexLock lock(&mu_);
       if (!reads_done_ || pending_ > 0 || writing_ || finished_) return;
       finished_ = true;
     }
@@ -133,13 +133,15 @@ class StreamReactor : public grpc::ServerBidiReactor<pb::ModelInferRequest, pb::
 
   ModelManager* manager_;
   pb::ModelInferRequest request_;  // the read in progress
-  // Reactions may run inline from StartWrite on the same thread: the mutex is recursive.
-  std::recursive_mutex mu_;
-  std::deque<pb::ModelStreamInferResponse> queue_;  // guarded by mu_; front is being written
-  int64_t pending_ = 0;                             // guarded by mu_: read, not yet written
-  bool writing_ = false;                            // guarded by mu_
-  bool reads_done_ = false;                         // guarded by mu_
-  bool finished_ = false;                           // guarded by mu_
+  // mu_ guards the write queue and the finish state; reactions (OnReadDone, OnWriteDone) and
+  // response callbacks take it. Reactions may run inline from StartWrite, which is called under
+  // mu_ on the same thread: the mutex is recursive, and no method here is EXCLUDES(mu_).
+  RecursiveMutex mu_;
+  std::deque<pb::ModelStreamInferResponse> queue_ GUARDED_BY(mu_);  // front is being written
+  int64_t pending_ GUARDED_BY(mu_) = 0;                             // read, not yet written
+  bool writing_ GUARDED_BY(mu_) = false;
+  bool reads_done_ GUARDED_BY(mu_) = false;
+  bool finished_ GUARDED_BY(mu_) = false;
 };
 
 class Service final : public pb::GRPCInferenceService::CallbackService {

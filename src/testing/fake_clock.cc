@@ -8,7 +8,7 @@ namespace inferd {
 FakeClock::FakeClock() : now_(TimePoint(std::chrono::hours(1))) {}
 
 Clock::TimePoint FakeClock::Now() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return now_;
 }
 
@@ -16,16 +16,16 @@ void FakeClock::WaitUntil(std::condition_variable& cv, std::unique_lock<std::mut
                           TimePoint deadline) {
   std::list<Waiter>::iterator it;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (now_ >= deadline) return;
     it = waiters_.insert(waiters_.end(), Waiter{&cv, lock.mutex(), deadline, next_seq_++});
   }
-  waiters_changed_.notify_all();
+  waiters_changed_.NotifyAll();
   // `lock` has been held since the caller checked its condition, and Advance() takes that same
   // mutex before notifying, so no wake-up is lost between registering and waiting.
   cv.wait(lock);
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     waiters_.erase(it);
   }
 }
@@ -33,7 +33,7 @@ void FakeClock::WaitUntil(std::condition_variable& cv, std::unique_lock<std::mut
 void FakeClock::Advance(std::chrono::microseconds d) {
   std::vector<Waiter> to_wake;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     now_ += d;
     to_wake.assign(waiters_.begin(), waiters_.end());
   }
@@ -44,17 +44,14 @@ void FakeClock::Advance(std::chrono::microseconds d) {
 }
 
 uint64_t FakeClock::WaitMark() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return next_seq_ - 1;
 }
 
 void FakeClock::BlockUntilWaiting(TimePoint deadline, uint64_t mark) {
-  std::unique_lock<std::mutex> l(mu_);
-  waiters_changed_.wait(l, [&] {
-    return std::any_of(waiters_.begin(), waiters_.end(), [&](const Waiter& w) {
-      return w.deadline == deadline && w.seq > mark;
-    });
-  });
+  MutexLock l(&mu_);
+  auto found = [&](const Waiter& w) { return w.deadline == deadline && w.seq > mark; };
+  while (std::none_of(waiters_.begin(), waiters_.end(), found)) waiters_changed_.Wait(&mu_);
 }
 
 }  // namespace inferd

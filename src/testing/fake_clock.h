@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 
 namespace inferd {
 
@@ -19,21 +20,22 @@ namespace inferd {
 //   scheduler->Schedule(&task);                         // the scheduler thread re-evaluates...
 //   clock.BlockUntilWaiting(clock.Now() + 1ms, mark);   // ...and now sleeps until +1ms
 //   clock.Advance(1ms);                                 // wakes it
-// Thread-safe.
+// Thread-safe. Lock order: a waiter's own mutex (the `lock` passed to WaitUntil) before mu_;
+// Advance takes the waiters' mutexes only after releasing mu_.
 class FakeClock : public Clock {
  public:
   FakeClock();
   TimePoint Now() const override;
   void WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
-                 TimePoint deadline) override;
+                 TimePoint deadline) override EXCLUDES(mu_);
 
   // Moves time forward and wakes every waiter (whose deadline has passed or not: they re-check).
-  void Advance(std::chrono::microseconds d);
+  void Advance(std::chrono::microseconds d) EXCLUDES(mu_);
   // A mark for BlockUntilWaiting: waits that begin after this call have a larger sequence number.
-  uint64_t WaitMark() const;
+  uint64_t WaitMark() const EXCLUDES(mu_);
   // Blocks until some thread is inside WaitUntil with exactly `deadline`, having entered it after
   // `mark` was taken (0: any time).
-  void BlockUntilWaiting(TimePoint deadline, uint64_t mark = 0);
+  void BlockUntilWaiting(TimePoint deadline, uint64_t mark = 0) EXCLUDES(mu_);
 
  private:
   struct Waiter {
@@ -42,11 +44,12 @@ class FakeClock : public Clock {
     TimePoint deadline;
     uint64_t seq;
   };
-  mutable std::mutex mu_;
-  std::condition_variable waiters_changed_;
-  TimePoint now_;              // guarded by mu_
-  uint64_t next_seq_ = 1;      // guarded by mu_
-  std::list<Waiter> waiters_;  // guarded by mu_
+  // mu_ guards the time and the list of waiters; it is never held while waiting on a waiter's cv.
+  mutable Mutex mu_;
+  CondVar waiters_changed_;  // with mu_: a thread entered WaitUntil
+  TimePoint now_ GUARDED_BY(mu_);
+  uint64_t next_seq_ GUARDED_BY(mu_) = 1;
+  std::list<Waiter> waiters_ GUARDED_BY(mu_);
 };
 
 }  // namespace inferd
