@@ -158,8 +158,9 @@ def main():
         raise SystemExit(f"no {args.inferd}: build the inferd target first")
     if "onnxruntime" in runtimes and not os.path.isdir(
             os.path.join(ROOT, "bench", "node_modules", "onnxruntime-node")):
-        raise SystemExit("onnxruntime-node missing: "
-                         "(cd bench && npm install --ignore-scripts onnxruntime-node@1.30.0)")
+        # The peer installs itself (npm registry; prebuilt CPU binaries inside the package).
+        subprocess.run(["npm", "install", "--ignore-scripts", "onnxruntime-node@1.30.0"],
+                       cwd=os.path.join(ROOT, "bench"), check=True)
 
     configs = []
     for c in args.configs.split(","):
