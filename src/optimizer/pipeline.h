@@ -26,7 +26,7 @@ struct OptimizationReport {
     int fired = 0;  // rewrites made, summed over rounds
   };
   OptimizationLevel level = OptimizationLevel::kNone;
-  std::vector<PassStats> passes;  // in pipeline order
+  std::vector<PassStats> passes;  // in pipeline order; a RuleSweep counts each rule
   int rounds = 0;                 // rounds of the whole list until nothing changed
   size_t nodes_before = 0;
   size_t nodes_after = 0;
@@ -34,7 +34,8 @@ struct OptimizationReport {
   std::string ToString() const;
 };
 
-// The passes of `level`, in order. `model` supplies opset versions (constant folding).
+// The passes of `level`, in order. `model` supplies opset versions (constant folding, the rules
+// that write opset-dependent ops).
 std::vector<std::unique_ptr<GraphPass>> BuildPipeline(const Model& model, OptimizationLevel level);
 
 // Runs the pipeline on the main graph, repeating the whole list until a round changes nothing
