@@ -27,6 +27,9 @@ struct QParams {
   DataType type = DataType::kUndefined;
 };
 
+// A missing zero point is created as an initializer, even when the rule then rejects the pattern
+// (an exception to the rule contract in rewrite_rule.h, kept so outputs stay as they were):
+// nothing reads it and dead-node elimination drops it.
 bool PerTensorParams(GraphEditor& ed, const Node& n, QParams* p) {
   if (!n.HasInput(1)) return false;
   const Tensor* s = ed.Constant(n.inputs[1]);
