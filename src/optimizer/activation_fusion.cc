@@ -62,37 +62,36 @@ bool CanTakeActivation(const Node& n) {
 
 }  // namespace
 
-StatusOr<int> ActivationFusion::Run(Graph& graph) const {
-  GraphEditor ed(graph);
-  int fired = 0;
-  for (Node* act : ed.Nodes()) {
-    if (ed.IsRemoved(act) || act->inputs.empty() || act->outputs.size() != 1) continue;
-    Node* producer = ed.Producer(act->inputs[0]);
-    if (producer == nullptr || !CanTakeActivation(*producer)) continue;
-    if (ed.SoleConsumer(producer->outputs[0]) != act) continue;
-    if (graph.ValueType(producer->outputs[0]) != DataType::kFloat32) continue;
-    std::optional<Activation> a = AsActivation(ed, *act, opset_);
-    if (!a) continue;
-    ed.EditNode(producer, [&](Node& n) {
-      n.domain = kInferdDomain;
-      Attribute name;
-      name.type = Attribute::Type::kString;
-      name.s = a->name;
-      n.attributes["activation"] = name;
-      if (!a->params.empty()) {
-        Attribute params;
-        params.type = Attribute::Type::kFloats;
-        params.floats = a->params;
-        n.attributes["activation_params"] = params;
-      }
-    });
-    std::string old_out = producer->outputs[0];
-    ed.RemoveNode(act);
-    ed.RenameValue(old_out, act->outputs[0]);
-    ++fired;
-  }
-  RETURN_IF_ERROR(ed.Commit());
-  return fired;
+std::vector<std::string> ActivationFusion::TargetOpTypes() const {
+  return {"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Gelu"};
+}
+
+bool ActivationFusion::Match(const GraphEditor& ed, const Node& act) const {
+  return !act.inputs.empty() && act.outputs.size() == 1;
+}
+
+bool ActivationFusion::Rewrite(GraphEditor& ed, Node* act) const {
+  Node* producer = ed.Producer(act->inputs[0]);
+  if (producer == nullptr || !CanTakeActivation(*producer)) return false;
+  if (ed.SoleConsumer(producer->outputs[0]) != act) return false;
+  if (ed.graph().ValueType(producer->outputs[0]) != DataType::kFloat32) return false;
+  std::optional<Activation> a = AsActivation(ed, *act, opset_);
+  if (!a) return false;
+  ed.EditNode(producer, [&](Node& n) {
+    n.domain = kInferdDomain;
+    Attribute name;
+    name.type = Attribute::Type::kString;
+    name.s = a->name;
+    n.attributes["activation"] = name;
+    if (!a->params.empty()) {
+      Attribute params;
+      params.type = Attribute::Type::kFloats;
+      params.floats = a->params;
+      n.attributes["activation_params"] = params;
+    }
+  });
+  AbsorbConsumer(ed, producer, act);
+  return true;
 }
 
 }  // namespace inferd

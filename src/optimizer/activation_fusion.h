@@ -9,16 +9,19 @@
 // Conv → Add → Relu keeps its order.
 #pragma once
 
-#include "optimizer/graph_pass.h"
+#include "optimizer/rewrite_rule.h"
 
 namespace inferd {
 
-class ActivationFusion final : public GraphPass {
+class ActivationFusion final : public RewriteRule {
  public:
   // `opset`: the model's standard-domain opset (Clip's bounds are attributes before 11).
   explicit ActivationFusion(int64_t opset) : opset_(opset) {}
   std::string_view Name() const override { return "ActivationFusion"; }
-  StatusOr<int> Run(Graph& graph) const override;
+  // The activation is the anchor; the rewrite edits its producer.
+  std::vector<std::string> TargetOpTypes() const override;
+  bool Match(const GraphEditor& ed, const Node& act) const override;
+  bool Rewrite(GraphEditor& ed, Node* act) const override;
 
  private:
   int64_t opset_;

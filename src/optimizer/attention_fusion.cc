@@ -81,93 +81,111 @@ Attribute FloatAttr(float v) {
   return a;
 }
 
+// Backwards from the Softmax: [Add(·, mask)] ← [Div/Mul by c] ← MatMul(Qh, Kt).
+struct Scores {
+  Node* qk = nullptr;
+  std::string mask;  // empty when unmasked
+  float scale = 1.f;
+};
+std::optional<Scores> MatchScores(const GraphEditor& ed, Node* sm, std::vector<Node*>* nodes) {
+  Scores out;
+  std::string scores = sm->inputs[0];
+  Node* p = ed.Producer(scores);
+  if (p == nullptr || ed.SoleConsumer(scores) != sm) return std::nullopt;
+  if (IsStandardOp(p, "Add") && p->NumInputs() == 2) {
+    bool found = false;
+    for (size_t i = 0; i < 2 && !found; ++i) {
+      Node* s = ed.Producer(p->inputs[i]);
+      if (IsStandardOp(s, "Div") || IsStandardOp(s, "Mul") || IsStandardOp(s, "MatMul")) {
+        scores = p->inputs[i];
+        out.mask = p->inputs[1 - i];
+        found = out.mask != scores;
+      }
+    }
+    if (!found || ed.SoleConsumer(scores) != p) return std::nullopt;
+    nodes->push_back(p);
+    p = ed.Producer(scores);
+  }
+  if (IsStandardOp(p, "Div") || IsStandardOp(p, "Mul")) {
+    std::optional<float> c = p->NumInputs() == 2 ? ScalarConstant(ed, p->inputs[1])
+                                                  : std::nullopt;
+    if (!c || *c == 0.f) return std::nullopt;
+    out.scale = p->op_type == "Div" ? 1.f / *c : *c;
+    if (ed.SoleConsumer(p->inputs[0]) != p) return std::nullopt;
+    nodes->push_back(p);
+    p = ed.Producer(p->inputs[0]);
+  }
+  if (!IsStandardOp(p, "MatMul") || p->NumInputs() != 2) return std::nullopt;
+  out.qk = p;
+  nodes->push_back(p);
+  return out;
+}
+
+// Forwards from the Softmax: MatMul(P, Vh) → Transpose [0, 2, 1, 3] → Reshape [B, S, H·Dv].
+// Returns the Reshape (null without a match) and sets `v`; appends the nodes but the Reshape.
+Node* MatchContext(const GraphEditor& ed, Node* sm, std::vector<Node*>* nodes,
+                   std::optional<HeadSplit>* v) {
+  Node* pv = ed.SoleConsumer(sm->outputs[0]);
+  if (!IsStandardOp(pv, "MatMul") || pv->inputs[0] != sm->outputs[0]) return nullptr;
+  nodes->push_back(pv);
+  *v = MatchSplit(ed, pv->inputs[1], {0, 2, 1, 3}, nodes);
+  if (!*v) return nullptr;
+  Node* merge = ed.SoleConsumer(pv->outputs[0]);
+  if (!HasPerm(merge, {0, 2, 1, 3})) return nullptr;
+  nodes->push_back(merge);
+  Node* out = nullptr;
+  for (Node* c : ed.Consumers(merge->outputs[0])) {
+    if (IsStandardOp(c, "Reshape") && c->NumInputs() == 2 && c->inputs[0] == merge->outputs[0]) {
+      out = c;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
-StatusOr<int> AttentionFusion::Run(Graph& graph) const {
-  GraphEditor ed(graph);
-  int fired = 0;
-  for (Node* sm : ed.Nodes()) {
-    if (!IsStandardOp(sm, "Softmax") || ed.IsRemoved(sm) || sm->inputs.size() != 1) continue;
-    const int64_t axis = sm->GetInt("axis", -1);
-    if (axis != -1 && axis != 3) continue;
-    if (ed.Rank(sm->inputs[0]) != 4u && axis != -1) continue;
-    std::vector<Node*> nodes = {sm};
-    // Scores, optionally plus a mask.
-    std::string scores = sm->inputs[0], mask;
-    Node* p = ed.Producer(scores);
-    if (p == nullptr || ed.SoleConsumer(scores) != sm) continue;
-    if (IsStandardOp(p, "Add") && p->NumInputs() == 2) {
-      bool found = false;
-      for (size_t i = 0; i < 2 && !found; ++i) {
-        Node* s = ed.Producer(p->inputs[i]);
-        if (IsStandardOp(s, "Div") || IsStandardOp(s, "Mul") || IsStandardOp(s, "MatMul")) {
-          scores = p->inputs[i];
-          mask = p->inputs[1 - i];
-          found = mask != scores;
-        }
-      }
-      if (!found || ed.SoleConsumer(scores) != p) continue;
-      nodes.push_back(p);
-      p = ed.Producer(scores);
-    }
-    float scale = 1.f;
-    if (IsStandardOp(p, "Div") || IsStandardOp(p, "Mul")) {
-      std::optional<float> c = p->NumInputs() == 2 ? ScalarConstant(ed, p->inputs[1])
-                                                    : std::nullopt;
-      if (!c || *c == 0.f) continue;
-      scale = p->op_type == "Div" ? 1.f / *c : *c;
-      if (ed.SoleConsumer(p->inputs[0]) != p) continue;
-      nodes.push_back(p);
-      p = ed.Producer(p->inputs[0]);
-    }
-    if (!IsStandardOp(p, "MatMul") || p->NumInputs() != 2) continue;
-    Node* qk = p;
-    nodes.push_back(qk);
-    std::optional<HeadSplit> q = MatchSplit(ed, qk->inputs[0], {0, 2, 1, 3}, &nodes);
-    std::optional<HeadSplit> k = q ? MatchKeySplit(ed, qk->inputs[1], &nodes) : std::nullopt;
-    if (!q || !k) continue;
-    // Context: MatMul(P, Vh) → Transpose [0, 2, 1, 3] → Reshape [B, S, H·Dv].
-    Node* pv = ed.SoleConsumer(sm->outputs[0]);
-    if (!IsStandardOp(pv, "MatMul") || pv->inputs[0] != sm->outputs[0]) continue;
-    nodes.push_back(pv);
-    std::optional<HeadSplit> v = MatchSplit(ed, pv->inputs[1], {0, 2, 1, 3}, &nodes);
-    if (!v) continue;
-    Node* merge = ed.SoleConsumer(pv->outputs[0]);
-    if (!HasPerm(merge, {0, 2, 1, 3})) continue;
-    nodes.push_back(merge);
-    Node* out = nullptr;
-    for (Node* c : ed.Consumers(merge->outputs[0])) {
-      if (IsStandardOp(c, "Reshape") && c->NumInputs() == 2 && c->inputs[0] == merge->outputs[0]) {
-        out = c;
-      }
-    }
-    if (out == nullptr) continue;
-    std::optional<std::vector<int64_t>> last = TrailingShape(ed, out->inputs[1], 3, 1);
-    const int64_t h = q->heads;
-    if (!last || ((*last)[0] != h * v->size && (*last)[0] != -1)) continue;
-    if (k->heads != h || v->heads != h || k->size != q->size) continue;
-    if (graph.ValueType(q->src) != DataType::kFloat32) continue;
-    nodes.push_back(out);
-    std::vector<std::string> keep = {q->src, k->src, v->src, out->outputs[0]};
-    if (!mask.empty()) keep.push_back(mask);
-    std::optional<std::vector<Node*>> cone = DeadCone(ed, nodes, keep);
-    if (!cone) continue;
-    for (Node* n : *cone) {
-      if (n != out) ed.RemoveNode(n);
-    }
-    ed.EditNode(out, [&](Node& n) {
-      n.op_type = "Attention";
-      n.domain = kInferdDomain;
-      n.inputs = {q->src, k->src, v->src};
-      if (!mask.empty()) n.inputs.push_back(mask);
-      n.attributes.clear();
-      n.attributes["num_heads"] = IntAttr(h);
-      n.attributes["scale"] = FloatAttr(scale);
-    });
-    ++fired;
+bool AttentionFusion::Match(const GraphEditor& ed, const Node& sm) const {
+  if (!IsStandardOp(&sm, "Softmax") || sm.inputs.size() != 1) return false;
+  const int64_t axis = sm.GetInt("axis", -1);
+  if (axis != -1 && axis != 3) return false;
+  return axis == -1 || ed.Rank(sm.inputs[0]) == 4u;
+}
+
+bool AttentionFusion::Rewrite(GraphEditor& ed, Node* sm) const {
+  std::vector<Node*> nodes = {sm};
+  std::optional<Scores> scores = MatchScores(ed, sm, &nodes);
+  if (!scores) return false;
+  const std::string mask = scores->mask;
+  Node* qk = scores->qk;
+  std::optional<HeadSplit> q = MatchSplit(ed, qk->inputs[0], {0, 2, 1, 3}, &nodes);
+  std::optional<HeadSplit> k = q ? MatchKeySplit(ed, qk->inputs[1], &nodes) : std::nullopt;
+  if (!q || !k) return false;
+  std::optional<HeadSplit> v;
+  Node* out = MatchContext(ed, sm, &nodes, &v);
+  if (out == nullptr) return false;
+  std::optional<std::vector<int64_t>> last = TrailingShape(ed, out->inputs[1], 3, 1);
+  const int64_t h = q->heads;
+  if (!last || ((*last)[0] != h * v->size && (*last)[0] != -1)) return false;
+  if (k->heads != h || v->heads != h || k->size != q->size) return false;
+  if (ed.graph().ValueType(q->src) != DataType::kFloat32) return false;
+  nodes.push_back(out);
+  std::vector<std::string> keep = {q->src, k->src, v->src, out->outputs[0]};
+  if (!mask.empty()) keep.push_back(mask);
+  std::optional<std::vector<Node*>> cone = DeadCone(ed, nodes, keep);
+  if (!cone) return false;
+  for (Node* n : *cone) {
+    if (n != out) ed.RemoveNode(n);
   }
-  RETURN_IF_ERROR(ed.Commit());
-  return fired;
+  ed.EditNode(out, [&](Node& n) {
+    n.op_type = "Attention";
+    n.domain = kInferdDomain;
+    n.inputs = {q->src, k->src, v->src};
+    if (!mask.empty()) n.inputs.push_back(mask);
+    n.attributes.clear();
+    n.attributes["num_heads"] = IntAttr(h);
+    n.attributes["scale"] = FloatAttr(scores->scale);
+  });
+  return true;
 }
 
 }  // namespace inferd

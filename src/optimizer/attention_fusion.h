@@ -13,14 +13,17 @@
 // and q is float32.
 #pragma once
 
-#include "optimizer/graph_pass.h"
+#include "optimizer/rewrite_rule.h"
 
 namespace inferd {
 
-class AttentionFusion final : public GraphPass {
+class AttentionFusion final : public RewriteRule {
  public:
   std::string_view Name() const override { return "AttentionFusion"; }
-  StatusOr<int> Run(Graph& graph) const override;
+  // The Softmax is the anchor; the match walks back to Q and K and forward to the head merge.
+  std::vector<std::string> TargetOpTypes() const override { return {"Softmax"}; }
+  bool Match(const GraphEditor& ed, const Node& sm) const override;
+  bool Rewrite(GraphEditor& ed, Node* sm) const override;
 };
 
 }  // namespace inferd

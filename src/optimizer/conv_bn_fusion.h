@@ -7,14 +7,16 @@
 // new initializers ("<conv>/W_bn_folded"); the Conv takes over the BN's output name.
 #pragma once
 
-#include "optimizer/graph_pass.h"
+#include "optimizer/rewrite_rule.h"
 
 namespace inferd {
 
-class ConvBnFusion final : public GraphPass {
+class ConvBnFusion final : public RewriteRule {
  public:
   std::string_view Name() const override { return "ConvBnFusion"; }
-  StatusOr<int> Run(Graph& graph) const override;
+  std::vector<std::string> TargetOpTypes() const override { return {"Conv"}; }
+  bool Match(const GraphEditor& ed, const Node& conv) const override;
+  bool Rewrite(GraphEditor& ed, Node* conv) const override;
 };
 
 }  // namespace inferd

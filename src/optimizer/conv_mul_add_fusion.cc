@@ -1,6 +1,7 @@
 #include "optimizer/conv_mul_add_fusion.h"
 
 #include "optimizer/conv_util.h"
+#include "optimizer/fusion_util.h"
 
 namespace inferd {
 namespace {
@@ -24,38 +25,31 @@ std::vector<float> PerChannel(const Tensor& c, size_t rank, int64_t m) {
 
 }  // namespace
 
-StatusOr<int> ConvMulAddFusion::Run(Graph& graph) const {
-  GraphEditor ed(graph);
-  int fired = 0;
-  for (Node* conv : ed.Nodes()) {
-    if (conv->op_type != "Conv") continue;
-    // After each fold the Conv produces the Mul/Add's output; look at its new reader.
-    while (true) {
-      int64_t m = FoldableConvChannels(ed, *conv);
-      if (m == 0) break;
-      Node* next = ed.SoleConsumer(conv->outputs[0]);
-      if (next == nullptr || (next->op_type != "Mul" && next->op_type != "Add") ||
-          (!next->domain.empty() && next->domain != "ai.onnx") || next->NumInputs() != 2 ||
-          next->outputs.size() != 1) {
-        break;
-      }
-      const size_t other = next->inputs[0] == conv->outputs[0] ? 1 : 0;
-      const Tensor* c = ed.Constant(next->inputs[other]);
-      if (c == nullptr) break;
-      const size_t rank = static_cast<size_t>(ed.Constant(conv->inputs[1])->rank());
-      std::vector<float> v = PerChannel(*c, rank, m);
-      if (v.empty()) break;
-      if (next->op_type == "Mul") {
-        RescaleConv(ed, conv, v, std::vector<float>(m, 0.f), "mul_folded");
-      } else {
-        RescaleConv(ed, conv, std::vector<float>(m, 1.f), v, "add_folded");
-      }
-      AbsorbSuccessor(ed, conv, next);
-      ++fired;
-    }
+bool ConvMulAddFusion::Match(const GraphEditor& ed, const Node& conv) const {
+  return IsStandardOp(&conv, "Conv") && conv.outputs.size() == 1;
+}
+
+bool ConvMulAddFusion::Rewrite(GraphEditor& ed, Node* conv) const {
+  const int64_t m = FoldableConvChannels(ed, *conv);
+  if (m == 0) return false;
+  Node* next = ed.SoleConsumer(conv->outputs[0]);
+  if ((!IsStandardOp(next, "Mul") && !IsStandardOp(next, "Add")) || next->NumInputs() != 2 ||
+      next->outputs.size() != 1) {
+    return false;
   }
-  RETURN_IF_ERROR(ed.Commit());
-  return fired;
+  const size_t other = next->inputs[0] == conv->outputs[0] ? 1 : 0;
+  const Tensor* c = ed.Constant(next->inputs[other]);
+  if (c == nullptr) return false;
+  const size_t rank = static_cast<size_t>(ed.Constant(conv->inputs[1])->rank());
+  std::vector<float> v = PerChannel(*c, rank, m);
+  if (v.empty()) return false;
+  if (next->op_type == "Mul") {
+    RescaleConv(ed, conv, v, std::vector<float>(m, 0.f), "mul_folded");
+  } else {
+    RescaleConv(ed, conv, std::vector<float>(m, 1.f), v, "add_folded");
+  }
+  AbsorbConsumer(ed, conv, next);
+  return true;
 }
 
 }  // namespace inferd

@@ -8,14 +8,18 @@
 // [1, M, 1, 1], [1] or a scalar).
 #pragma once
 
-#include "optimizer/graph_pass.h"
+#include "optimizer/rewrite_rule.h"
 
 namespace inferd {
 
-class ConvMulAddFusion final : public GraphPass {
+class ConvMulAddFusion final : public RewriteRule {
  public:
   std::string_view Name() const override { return "ConvMulAddFusion"; }
-  StatusOr<int> Run(Graph& graph) const override;
+  std::vector<std::string> TargetOpTypes() const override { return {"Conv"}; }
+  bool Match(const GraphEditor& ed, const Node& conv) const override;
+  bool Rewrite(GraphEditor& ed, Node* conv) const override;
+  // After each fold the Conv produces the Mul/Add's output: its new reader may fold next.
+  bool RepeatOnAnchor() const override { return true; }
 };
 
 }  // namespace inferd

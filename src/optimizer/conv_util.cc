@@ -47,10 +47,4 @@ void RescaleConv(GraphEditor& ed, Node* conv, const std::vector<float>& scale,
   });
 }
 
-void AbsorbSuccessor(GraphEditor& ed, Node* conv, Node* next) {
-  std::string old_out = conv->outputs[0];
-  ed.RemoveNode(next);
-  ed.RenameValue(old_out, next->outputs[0]);
-}
-
 }  // namespace inferd

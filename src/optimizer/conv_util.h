@@ -1,4 +1,4 @@
-// Helpers shared by the passes that fold constants into a Conv's weights (conv_bn_fusion.cc,
+// Helpers shared by the rules that fold constants into a Conv's weights (conv_bn_fusion.cc,
 // conv_mul_add_fusion.cc).
 #pragma once
 
@@ -19,9 +19,5 @@ int64_t FoldableConvChannels(const GraphEditor& ed, const Node& conv);
 // "<conv>/W_<tag>", "<conv>/B_<tag>".
 void RescaleConv(GraphEditor& ed, Node* conv, const std::vector<float>& scale,
                  const std::vector<float>& shift, const std::string& tag);
-
-// Makes `conv` produce `next`'s first output in place of its own and removes `next` (whose only
-// data input must be the Conv output).
-void AbsorbSuccessor(GraphEditor& ed, Node* conv, Node* next);
 
 }  // namespace inferd

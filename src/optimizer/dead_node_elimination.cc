@@ -2,6 +2,7 @@
 
 #include <unordered_set>
 
+#include "graph/prune.h"
 #include "optimizer/graph_edit.h"
 
 namespace inferd {
@@ -21,14 +22,7 @@ StatusOr<int> DeadNodeElimination::Run(Graph& graph) const {
   }
   RETURN_IF_ERROR(ed.Commit());
 
-  for (auto it = graph.initializers.begin(); it != graph.initializers.end();) {
-    if (!ed.IsUsed(it->first) && !ed.IsGraphInput(it->first)) {
-      it = graph.initializers.erase(it);
-      ++fired;
-    } else {
-      ++it;
-    }
-  }
+  fired += static_cast<int>(PruneUnusedInitializers(graph));
 
   // Stale shape information is harmless to run but confuses readers of the saved model.
   std::unordered_set<std::string> produced;

@@ -46,38 +46,35 @@ bool IsDepthwise(const GraphEditor& ed, const Node& n, int64_t m) {
 
 }  // namespace
 
-StatusOr<int> DepthwiseFusion::Run(Graph& graph) const {
-  GraphEditor ed(graph);
-  int fired = 0;
-  for (Node* pw : ed.Nodes()) {
-    if (ed.IsRemoved(pw) || !IsPointwise(ed, *pw)) continue;
-    Node* dw = ed.SoleConsumer(pw->outputs[0]);
-    const int64_t m = ed.Constant(pw->inputs[1])->dim(0);
-    if (dw == nullptr || dw->inputs[0] != pw->outputs[0] || !IsDepthwise(ed, *dw, m)) continue;
-    const std::string dw_w = dw->inputs[1];
-    const std::string dw_b = dw->HasInput(2) ? dw->inputs[2] : "";
-    const std::string y = dw->outputs[0];
-    const int64_t stride = dw->GetInts("strides", {1, 1})[0];  // IsDepthwise: both equal
-    const int64_t y_blocked = dw->GetInt("y_blocked", 0);
-    const std::map<std::string, Attribute> dw_attrs = dw->attributes;
-    ed.RemoveNode(dw);
-    ed.EditNode(pw, [&](Node& n) {
-      n.inputs.resize(4);  // X, W, B, Z (empty)
-      n.inputs.push_back(dw_w);
-      if (!dw_b.empty()) n.inputs.push_back(dw_b);
-      n.outputs[0] = y;
-      n.attributes["dw_stride"] = IntAttr(stride);
-      n.attributes["y_blocked"] = IntAttr(y_blocked);
-      for (const char* key : {"activation", "activation_params"}) {
-        if (auto it = dw_attrs.find(key); it != dw_attrs.end()) {
-          n.attributes[std::string("dw_") + key] = it->second;
-        }
+bool DepthwiseFusion::Match(const GraphEditor& ed, const Node& pw) const {
+  return IsPointwise(ed, pw);
+}
+
+bool DepthwiseFusion::Rewrite(GraphEditor& ed, Node* pw) const {
+  Node* dw = ed.SoleConsumer(pw->outputs[0]);
+  const int64_t m = ed.Constant(pw->inputs[1])->dim(0);
+  if (dw == nullptr || dw->inputs[0] != pw->outputs[0] || !IsDepthwise(ed, *dw, m)) return false;
+  const std::string dw_w = dw->inputs[1];
+  const std::string dw_b = dw->HasInput(2) ? dw->inputs[2] : "";
+  const std::string y = dw->outputs[0];
+  const int64_t stride = dw->GetInts("strides", {1, 1})[0];  // IsDepthwise: both equal
+  const int64_t y_blocked = dw->GetInt("y_blocked", 0);
+  const std::map<std::string, Attribute> dw_attrs = dw->attributes;
+  ed.RemoveNode(dw);
+  ed.EditNode(pw, [&](Node& n) {
+    n.inputs.resize(4);  // X, W, B, Z (empty)
+    n.inputs.push_back(dw_w);
+    if (!dw_b.empty()) n.inputs.push_back(dw_b);
+    n.outputs[0] = y;
+    n.attributes["dw_stride"] = IntAttr(stride);
+    n.attributes["y_blocked"] = IntAttr(y_blocked);
+    for (const char* key : {"activation", "activation_params"}) {
+      if (auto it = dw_attrs.find(key); it != dw_attrs.end()) {
+        n.attributes[std::string("dw_") + key] = it->second;
       }
-    });
-    ++fired;
-  }
-  RETURN_IF_ERROR(ed.Commit());
-  return fired;
+    }
+  });
+  return true;
 }
 
 }  // namespace inferd

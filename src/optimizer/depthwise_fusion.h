@@ -9,14 +9,17 @@
 // activation of the block) is never written to memory; see src/kernels/cpu/fused/conv_blocked.cc.
 #pragma once
 
-#include "optimizer/graph_pass.h"
+#include "optimizer/rewrite_rule.h"
 
 namespace inferd {
 
-class DepthwiseFusion final : public GraphPass {
+class DepthwiseFusion final : public RewriteRule {
  public:
   std::string_view Name() const override { return "DepthwiseFusion"; }
-  StatusOr<int> Run(Graph& graph) const override;
+  // The 1x1 BlockedConv is the anchor.
+  std::vector<std::string> TargetOpTypes() const override { return {"BlockedConv"}; }
+  bool Match(const GraphEditor& ed, const Node& pw) const override;
+  bool Rewrite(GraphEditor& ed, Node* pw) const override;
 };
 
 }  // namespace inferd

@@ -65,6 +65,12 @@ Node* SoleProducer(const GraphEditor& ed, const std::string& value, const char* 
   return p;
 }
 
+void AbsorbConsumer(GraphEditor& ed, Node* producer, Node* consumer) {
+  std::string old_out = producer->outputs[0];
+  ed.RemoveNode(consumer);
+  ed.RenameValue(old_out, consumer->outputs[0]);
+}
+
 std::optional<std::vector<Node*>> DeadCone(const GraphEditor& ed, const std::vector<Node*>& seeds,
                                            const std::vector<std::string>& keep) {
   std::unordered_set<Node*> doomed(seeds.begin(), seeds.end());

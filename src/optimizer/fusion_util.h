@@ -1,5 +1,4 @@
-// Helpers shared by the extended-level fusion passes (activation, residual Add, GELU, LayerNorm,
-// attention, MatMul bias), which rewrite standard ops into inferd's own (domain ai.inferd).
+// Helpers shared by the fusion rules (rewrite_rule.h): op tests, constants, and the common edits.
 #pragma once
 
 #include <optional>
@@ -38,6 +37,10 @@ bool SameDeclaredShape(const Graph& graph, const std::string& a, const std::stri
 // The producer of `value` if it is a standard `op_type` node whose output `value` is read only
 // by `reader` (once) and is not a graph output; null otherwise.
 Node* SoleProducer(const GraphEditor& ed, const std::string& value, const char* op_type);
+
+// Makes `producer` produce `consumer`'s first output in place of its own and removes `consumer`,
+// whose only non-constant input must be the producer's output (a fused Add, BN or activation).
+void AbsorbConsumer(GraphEditor& ed, Node* producer, Node* consumer);
 
 // The nodes to remove with `seeds`: the seeds plus every node whose outputs, transitively, feed
 // only those (the shape arithmetic that computed a removed Reshape's target, say). Values in

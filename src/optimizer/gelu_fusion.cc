@@ -101,56 +101,56 @@ Node* MatchTail(const GraphEditor& ed, Node* e, const std::string& x, std::vecto
   return m1;
 }
 
+// Whether every intermediate (each node's output but `out`'s) is read only inside the pattern.
+bool Contained(const GraphEditor& ed, const std::vector<Node*>& nodes, const Node* out) {
+  for (Node* n : nodes) {
+    if (n == out) continue;
+    for (Node* c : ed.Consumers(n->outputs[0])) {
+      if (std::find(nodes.begin(), nodes.end(), c) == nodes.end()) return false;
+    }
+    if (ed.IsGraphOutput(n->outputs[0])) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
-StatusOr<int> GeluFusion::Run(Graph& graph) const {
-  GraphEditor ed(graph);
-  int fired = 0;
-  for (Node* e : ed.Nodes()) {
-    const bool erf = IsStandardOp(e, "Erf");
-    if ((!erf && !IsStandardOp(e, "Tanh")) || ed.IsRemoved(e) || e->inputs.size() != 1) continue;
-    Node* arg = ed.Producer(e->inputs[0]);
-    if (arg == nullptr || ed.SoleConsumer(e->inputs[0]) != e) continue;
-    std::vector<Node*> nodes;
-    std::string x;
-    if (erf) {
-      x = ErfArgument(ed, arg);
-      nodes.push_back(arg);
-    } else {
-      x = TanhArgument(ed, arg, &nodes);
-    }
-    if (x.empty()) continue;
-    Node* out = MatchTail(ed, e, x, &nodes);
-    if (out == nullptr) continue;
-    // Every intermediate (all outputs but the last) is read only inside the pattern.
-    bool contained = true;
-    for (Node* n : nodes) {
-      if (n == out) continue;
-      for (Node* c : ed.Consumers(n->outputs[0])) {
-        contained = contained && std::find(nodes.begin(), nodes.end(), c) != nodes.end();
-      }
-      contained = contained && !ed.IsGraphOutput(n->outputs[0]);
-    }
-    if (!contained || graph.ValueType(x) == DataType::kFloat64) continue;
-    for (Node* n : nodes) {
-      if (n != out) ed.RemoveNode(n);
-    }
-    ed.EditNode(out, [&](Node& n) {
-      n.op_type = "Gelu";
-      n.domain = kInferdDomain;
-      n.inputs = {x};
-      n.attributes.clear();
-      if (!erf) {
-        Attribute a;
-        a.type = Attribute::Type::kString;
-        a.s = "tanh";
-        n.attributes["approximate"] = a;
-      }
-    });
-    ++fired;
+bool GeluFusion::Match(const GraphEditor& ed, const Node& e) const {
+  return (IsStandardOp(&e, "Erf") || IsStandardOp(&e, "Tanh")) && e.inputs.size() == 1;
+}
+
+bool GeluFusion::Rewrite(GraphEditor& ed, Node* e) const {
+  const bool erf = e->op_type == "Erf";
+  Node* arg = ed.Producer(e->inputs[0]);
+  if (arg == nullptr || ed.SoleConsumer(e->inputs[0]) != e) return false;
+  std::vector<Node*> nodes;
+  std::string x;
+  if (erf) {
+    x = ErfArgument(ed, arg);
+    nodes.push_back(arg);
+  } else {
+    x = TanhArgument(ed, arg, &nodes);
   }
-  RETURN_IF_ERROR(ed.Commit());
-  return fired;
+  if (x.empty()) return false;
+  Node* out = MatchTail(ed, e, x, &nodes);
+  if (out == nullptr || !Contained(ed, nodes, out)) return false;
+  if (ed.graph().ValueType(x) == DataType::kFloat64) return false;
+  for (Node* n : nodes) {
+    if (n != out) ed.RemoveNode(n);
+  }
+  ed.EditNode(out, [&](Node& n) {
+    n.op_type = "Gelu";
+    n.domain = kInferdDomain;
+    n.inputs = {x};
+    n.attributes.clear();
+    if (!erf) {
+      Attribute a;
+      a.type = Attribute::Type::kString;
+      a.s = "tanh";
+      n.attributes["approximate"] = a;
+    }
+  });
+  return true;
 }
 
 }  // namespace inferd

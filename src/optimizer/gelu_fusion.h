@@ -10,14 +10,17 @@
 // constants match to 1e-3 relative.
 #pragma once
 
-#include "optimizer/graph_pass.h"
+#include "optimizer/rewrite_rule.h"
 
 namespace inferd {
 
-class GeluFusion final : public GraphPass {
+class GeluFusion final : public RewriteRule {
  public:
   std::string_view Name() const override { return "GeluFusion"; }
-  StatusOr<int> Run(Graph& graph) const override;
+  // The Erf (or Tanh) in the middle of the pattern is the anchor.
+  std::vector<std::string> TargetOpTypes() const override { return {"Erf", "Tanh"}; }
+  bool Match(const GraphEditor& ed, const Node& e) const override;
+  bool Rewrite(GraphEditor& ed, Node* e) const override;
 };
 
 }  // namespace inferd

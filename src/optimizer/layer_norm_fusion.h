@@ -10,16 +10,19 @@
 // constant.
 #pragma once
 
-#include "optimizer/graph_pass.h"
+#include "optimizer/rewrite_rule.h"
 
 namespace inferd {
 
-class LayerNormFusion final : public GraphPass {
+class LayerNormFusion final : public RewriteRule {
  public:
   // `opset`: the model's standard-domain opset (LayerNormalization exists from 17).
   explicit LayerNormFusion(int64_t opset) : opset_(opset) {}
   std::string_view Name() const override { return "LayerNormFusion"; }
-  StatusOr<int> Run(Graph& graph) const override;
+  // The first ReduceMean (the mean of x) is the anchor.
+  std::vector<std::string> TargetOpTypes() const override { return {"ReduceMean"}; }
+  bool Match(const GraphEditor& ed, const Node& mean) const override;
+  bool Rewrite(GraphEditor& ed, Node* mean) const override;
 
  private:
   int64_t opset_;

@@ -1,11 +1,9 @@
 #include "optimizer/matmul_add_fusion.h"
 
-#include "optimizer/graph_edit.h"
+#include "optimizer/fusion_util.h"
 
 namespace inferd {
 namespace {
-
-bool IsStandard(const Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
 
 // Dim `i` of a value's declared shape, or -1 when unknown.
 int64_t KnownDim(const Graph& g, const std::string& value, size_t i) {
@@ -28,38 +26,30 @@ bool BiasFits(const Tensor& c, int64_t m, int64_t n) {
 
 }  // namespace
 
-StatusOr<int> MatMulAddFusion::Run(Graph& graph) const {
-  GraphEditor ed(graph);
-  int fired = 0;
-  for (Node* mm : ed.Nodes()) {
-    if (mm->op_type != "MatMul" || !IsStandard(*mm) || mm->NumInputs() != 2 ||
-        mm->outputs.size() != 1) {
-      continue;
-    }
-    const std::string& a = mm->inputs[0];
-    const std::string& b = mm->inputs[1];
-    if (ed.Rank(a) != std::optional<size_t>(2) || ed.Rank(b) != std::optional<size_t>(2)) continue;
-    if (graph.ValueType(a) != DataType::kFloat32) continue;
-    Node* add = ed.SoleConsumer(mm->outputs[0]);
-    if (add == nullptr || add->op_type != "Add" || !IsStandard(*add) || add->NumInputs() != 2) {
-      continue;
-    }
-    const std::string& bias = add->inputs[add->inputs[0] == mm->outputs[0] ? 1 : 0];
-    const Tensor* c = ed.Constant(bias);
-    if (c == nullptr || c->dtype() != DataType::kFloat32) continue;
-    if (!BiasFits(*c, KnownDim(graph, a, 0), KnownDim(graph, b, 1))) continue;
-    ed.EditNode(mm, [&](Node& n) {
-      n.op_type = "Gemm";
-      n.inputs = {a, b, bias};
-      n.attributes.clear();
-    });
-    std::string old_out = mm->outputs[0];
-    ed.RemoveNode(add);
-    ed.RenameValue(old_out, add->outputs[0]);
-    ++fired;
+bool MatMulAddFusion::Match(const GraphEditor& ed, const Node& mm) const {
+  return IsStandardOp(&mm, "MatMul") && mm.NumInputs() == 2 && mm.outputs.size() == 1;
+}
+
+bool MatMulAddFusion::Rewrite(GraphEditor& ed, Node* mm) const {
+  const Graph& graph = ed.graph();
+  const std::string a = mm->inputs[0], b = mm->inputs[1];
+  if (ed.Rank(a) != std::optional<size_t>(2) || ed.Rank(b) != std::optional<size_t>(2)) {
+    return false;
   }
-  RETURN_IF_ERROR(ed.Commit());
-  return fired;
+  if (graph.ValueType(a) != DataType::kFloat32) return false;
+  Node* add = ed.SoleConsumer(mm->outputs[0]);
+  if (!IsStandardOp(add, "Add") || add->NumInputs() != 2) return false;
+  const std::string bias = add->inputs[add->inputs[0] == mm->outputs[0] ? 1 : 0];
+  const Tensor* c = ed.Constant(bias);
+  if (c == nullptr || c->dtype() != DataType::kFloat32) return false;
+  if (!BiasFits(*c, KnownDim(graph, a, 0), KnownDim(graph, b, 1))) return false;
+  ed.EditNode(mm, [&](Node& n) {
+    n.op_type = "Gemm";
+    n.inputs = {a, b, bias};
+    n.attributes.clear();
+  });
+  AbsorbConsumer(ed, mm, add);
+  return true;
 }
 
 }  // namespace inferd

@@ -6,14 +6,16 @@
 // broadcasts to the [M, N] output without growing it ([N], [1, N], [M, N], [M, 1], [1], scalar).
 #pragma once
 
-#include "optimizer/graph_pass.h"
+#include "optimizer/rewrite_rule.h"
 
 namespace inferd {
 
-class MatMulAddFusion final : public GraphPass {
+class MatMulAddFusion final : public RewriteRule {
  public:
   std::string_view Name() const override { return "MatMulAddFusion"; }
-  StatusOr<int> Run(Graph& graph) const override;
+  std::vector<std::string> TargetOpTypes() const override { return {"MatMul"}; }
+  bool Match(const GraphEditor& ed, const Node& node) const override;
+  bool Rewrite(GraphEditor& ed, Node* node) const override;
 };
 
 }  // namespace inferd

@@ -7,14 +7,16 @@
 // float32.
 #pragma once
 
-#include "optimizer/graph_pass.h"
+#include "optimizer/rewrite_rule.h"
 
 namespace inferd {
 
-class MatMulBiasFusion final : public GraphPass {
+class MatMulBiasFusion final : public RewriteRule {
  public:
   std::string_view Name() const override { return "MatMulBiasFusion"; }
-  StatusOr<int> Run(Graph& graph) const override;
+  std::vector<std::string> TargetOpTypes() const override { return {"MatMul"}; }
+  bool Match(const GraphEditor& ed, const Node& node) const override;
+  bool Rewrite(GraphEditor& ed, Node* node) const override;
 };
 
 }  // namespace inferd

@@ -90,16 +90,12 @@ bool IsNoOp(const GraphEditor& ed, const Node& n) {
 
 }  // namespace
 
-StatusOr<int> NoOpElimination::Run(Graph& graph) const {
-  GraphEditor ed(graph);
-  int fired = 0;
-  for (Node* n : ed.Nodes()) {
-    if (!n->domain.empty() && n->domain != "ai.onnx") continue;
-    if (!IsNoOp(ed, *n)) continue;
-    if (ed.BypassNode(n, n->inputs[0], n->outputs[0])) ++fired;
-  }
-  RETURN_IF_ERROR(ed.Commit());
-  return fired;
+bool NoOpElimination::Match(const GraphEditor& ed, const Node& node) const {
+  return node.domain.empty() || node.domain == "ai.onnx";
+}
+
+bool NoOpElimination::Rewrite(GraphEditor& ed, Node* node) const {
+  return IsNoOp(ed, *node) && ed.BypassNode(node, node->inputs[0], node->outputs[0]);
 }
 
 }  // namespace inferd

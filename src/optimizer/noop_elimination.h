@@ -5,14 +5,18 @@
 // renaming the producer's output (or the node stays, when the input is a graph input/initializer).
 #pragma once
 
-#include "optimizer/graph_pass.h"
+#include "optimizer/rewrite_rule.h"
 
 namespace inferd {
 
-class NoOpElimination final : public GraphPass {
+class NoOpElimination final : public RewriteRule {
  public:
   std::string_view Name() const override { return "NoOpElimination"; }
-  StatusOr<int> Run(Graph& graph) const override;
+  std::vector<std::string> TargetOpTypes() const override {
+    return {"Identity", "Dropout", "Transpose", "Cast", "Concat", "Reshape", "Expand", "Tile"};
+  }
+  bool Match(const GraphEditor& ed, const Node& node) const override;
+  bool Rewrite(GraphEditor& ed, Node* node) const override;
 };
 
 }  // namespace inferd

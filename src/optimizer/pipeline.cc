@@ -16,11 +16,12 @@
 #include "optimizer/int8_layout.h"
 #include "optimizer/layer_norm_fusion.h"
 #include "optimizer/layout_propagation.h"
-#include "optimizer/matmul_bias_fusion.h"
 #include "optimizer/matmul_add_fusion.h"
+#include "optimizer/matmul_bias_fusion.h"
 #include "optimizer/noop_elimination.h"
 #include "optimizer/qdq_fusion.h"
 #include "optimizer/residual_add_fusion.h"
+#include "optimizer/rewrite_rule.h"
 #include "optimizer/shape_propagation.h"
 #include "optimizer/transpose_reshape_folding.h"
 
@@ -43,16 +44,21 @@ std::vector<std::unique_ptr<GraphPass>> BuildPipeline(
   //    below only fires on initializer weights.
   passes.push_back(std::make_unique<ConstantFolding>(model.opsets, std::move(fold_provider)));
   // 2. No-op elimination after folding (a folded shape makes a Reshape recognisably a no-op) and
-  //    before the fusions (Conv → Identity → BatchNormalization becomes adjacent).
-  passes.push_back(std::make_unique<NoOpElimination>());
+  //    before the fusions (Conv → Identity → BatchNormalization becomes adjacent): its own sweep,
+  //    since a fusion anchored before the no-op would not see through it in the same sweep.
+  passes.push_back(MakeRuleSweep(std::make_unique<NoOpElimination>()));
   // 3. CSE before the fusions: two identical readers of a Conv output would each block the
   //    single-consumer condition of a fusion; merged, the fusion fires.
   passes.push_back(std::make_unique<CommonSubexpressionElimination>());
-  // 4. Conv+BN before Conv+Mul/Add: both rewrite the same Conv and BN is the common case; the
-  //    Mul/Add folding then absorbs what follows the folded BN.
-  passes.push_back(std::make_unique<ConvBnFusion>());
-  passes.push_back(std::make_unique<ConvMulAddFusion>());
-  passes.push_back(std::make_unique<MatMulAddFusion>());
+  // 4. One sweep of the weight folds. Conv+BN before Conv+Mul/Add on each Conv: both rewrite the
+  //    same Conv and BN is the common case; the Mul/Add folding then absorbs what follows the
+  //    folded BN. MatMul+Add claims Adds after a MatMul, the Conv folds Adds after a Conv, and
+  //    none reads what another changes elsewhere (a Conv's folds read its weights and readers; a
+  //    MatMul's, the ranks of its inputs, settled by the folds of the nodes before it), so one
+  //    sweep gives the graph that three sweeps in this order give.
+  passes.push_back(MakeRuleSweep("WeightFolds", MakeRules(std::make_unique<ConvBnFusion>(),
+                                                          std::make_unique<ConvMulAddFusion>(),
+                                                          std::make_unique<MatMulAddFusion>())));
   // (quant) QDQ → QLinearConv/QLinearMatMul after the float fusions (which never match QDQ
   //    patterns) and before dead-node elimination, which drops the DQ/Q pairs it disconnects.
   passes.push_back(std::make_unique<QdqFusion>());
@@ -65,19 +71,31 @@ std::vector<std::unique_ptr<GraphPass>> BuildPipeline(
   // Gemm). The list repeats in rounds, so a fusion that enables another fires next round at worst.
   const int64_t opset = model.OpsetFor("");
   // 6. Shape propagation first: the fusions check ranks and equal shapes, which ONNX shape
-  //    inference often leaves unknown on dynamic-shape exports. Then chain folding: the pattern fusions below expect one Transpose/Reshape per step.
+  //    inference often leaves unknown on dynamic-shape exports. Then chain folding, in a sweep of
+  //    its own: the pattern fusions below expect one Transpose/Reshape per step, also upstream
+  //    of their anchors.
   passes.push_back(std::make_unique<ShapePropagation>());
-  passes.push_back(std::make_unique<TransposeReshapeFolding>());
-  // 7. Pattern fusions over standard ops (each consumes Add/Mul/Div nodes that the MatMul
-  //    fusions below would otherwise claim, e.g. GELU's 1 + erf and the attention mask Add).
-  passes.push_back(std::make_unique<LayerNormFusion>(opset));
-  passes.push_back(std::make_unique<GeluFusion>());
-  passes.push_back(std::make_unique<AttentionFusion>());
+  passes.push_back(MakeRuleSweep(std::make_unique<TransposeReshapeFolding>()));
+  // 7. Pattern fusions over standard ops, in one sweep (each consumes Add/Mul/Div nodes that the
+  //    MatMul fusions below would otherwise claim, e.g. GELU's 1 + erf and the attention mask
+  //    Add). Their patterns never share a node (LayerNorm hangs off a ReduceMean, GELU off an
+  //    Erf/Tanh, attention off a Softmax, and each needs its intermediates read inside the
+  //    pattern only), and none renames a value or changes a shape, so the order between them
+  //    does not matter.
+  passes.push_back(MakeRuleSweep(
+      "PatternFusions",
+      MakeRules(std::make_unique<LayerNormFusion>(opset), std::make_unique<GeluFusion>(),
+                std::make_unique<AttentionFusion>())));
   // 8. MatMul + bias before residual Add (MatMul → Add(bias) → Add(residual) folds in that order),
-  //    residual Add before activation (Conv → Add → Relu: the sum post-op precedes the eltwise).
-  passes.push_back(std::make_unique<MatMulBiasFusion>());
-  passes.push_back(std::make_unique<ResidualAddFusion>());
-  passes.push_back(std::make_unique<ActivationFusion>(opset));
+  //    in one sweep: the MatMul is visited before its Adds, and a residual Add (which renames
+  //    nothing) never changes what a later MatMul's match reads. Then residual Add before
+  //    activation (Conv → Add → Relu: the sum post-op precedes the eltwise), in a sweep of its
+  //    own: fusing an activation renames the producer's output, which can give that value a
+  //    declared shape a later MatMul or residual match reads.
+  passes.push_back(MakeRuleSweep(
+      "MatMulAndResidual",
+      MakeRules(std::make_unique<MatMulBiasFusion>(), std::make_unique<ResidualAddFusion>())));
+  passes.push_back(MakeRuleSweep(std::make_unique<ActivationFusion>(opset)));
   // 9. Dead-node elimination again: the fusions leave disconnected weights and shape arithmetic.
   passes.push_back(std::make_unique<DeadNodeElimination>());
   if (level == OptimizationLevel::kExtended) return passes;
@@ -86,7 +104,9 @@ std::vector<std::unique_ptr<GraphPass>> BuildPipeline(
   passes.push_back(std::make_unique<LayoutPropagation>());
   //     Then MobileNet's 1x1 + 3x3 depthwise pairs, now blocked, into one BlockedConv (FP32
   //     only: the bf16 BlockedConv path does not take a fused depthwise).
-  if (!Bf16Compute::Requested(model)) passes.push_back(std::make_unique<DepthwiseFusion>());
+  if (!Bf16Compute::Requested(model)) {
+    passes.push_back(MakeRuleSweep(std::make_unique<DepthwiseFusion>()));
+  }
   // 11. The int8 counterpart (NHWC QLinearConv chains), after QdqFusion has formed them.
   passes.push_back(std::make_unique<Int8LayoutPropagation>());
   // 12. bf16 compute marking (only models that ask for it) after layout propagation: it marks
@@ -104,18 +124,24 @@ Status Optimize(Model& model, OptimizationLevel level,
   r.nodes_before = model.graph.nodes.size();
   std::vector<std::unique_ptr<GraphPass>> passes =
       BuildPipeline(model, level, std::move(fold_provider));
-  for (const auto& p : passes) r.passes.push_back({std::string(p->Name()), 0});
+  std::vector<size_t> first_stat;  // passes[i] counts into r.passes[first_stat[i]...]
+  for (const auto& p : passes) {
+    first_stat.push_back(r.passes.size());
+    for (std::string_view name : p->CountedNames()) r.passes.push_back({std::string(name), 0});
+  }
   bool changed = !passes.empty();
   while (changed && r.rounds < kMaxRounds) {
     changed = false;
     ++r.rounds;
     for (size_t i = 0; i < passes.size(); ++i) {
-      StatusOr<int> fired = passes[i]->Run(model.graph);
+      StatusOr<std::vector<int>> fired = passes[i]->RunCounted(model.graph);
       if (!fired.ok()) {
         return fired.status().WithContext(fmt::format("optimizer pass {}", passes[i]->Name()));
       }
-      r.passes[i].fired += *fired;
-      changed = changed || *fired > 0;
+      for (size_t k = 0; k < fired->size(); ++k) {
+        r.passes[first_stat[i] + k].fired += (*fired)[k];
+        changed = changed || (*fired)[k] > 0;
+      }
     }
   }
   r.nodes_after = model.graph.nodes.size();

@@ -28,7 +28,7 @@ struct OptimizationReport {
     int fired = 0;  // rewrites made, summed over rounds
   };
   OptimizationLevel level = OptimizationLevel::kNone;
-  std::vector<PassStats> passes;  // in pipeline order
+  std::vector<PassStats> passes;  // in pipeline order; a RuleSweep counts each rule
   int rounds = 0;                 // rounds of the whole list until nothing changed
   size_t nodes_before = 0;
   size_t nodes_after = 0;

@@ -1,11 +1,14 @@
 #include "optimizer/qdq_fusion.h"
 
+#include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <vector>
 
-#include "optimizer/graph_edit.h"
+#include "optimizer/fusion_util.h"
+#include "optimizer/rewrite_rule.h"
 
 namespace inferd {
 namespace {
@@ -24,6 +27,9 @@ struct QParams {
   DataType type = DataType::kUndefined;
 };
 
+// A missing zero point is created as an initializer, even when the rule then rejects the pattern
+// (an exception to the rule contract in rewrite_rule.h, kept so outputs stay as they were):
+// nothing reads it and dead-node elimination drops it.
 bool PerTensorParams(GraphEditor& ed, const Node& n, QParams* p) {
   if (!n.HasInput(1)) return false;
   const Tensor* s = ed.Constant(n.inputs[1]);
@@ -110,61 +116,50 @@ Node* TrailingQuantize(GraphEditor& ed, Node* op, Node** relu, QParams* y) {
   return next;
 }
 
-// Whether two values have the same declared shape (equal known dims or the same symbolic name).
-bool SameDeclaredShape(const Graph& g, const std::string& a, const std::string& b) {
-  const ValueInfo* va = g.FindValueInfo(a);
-  const ValueInfo* vb = g.FindValueInfo(b);
-  if (!va || !vb || !va->shape || !vb->shape || va->shape->size() != vb->shape->size()) {
-    return false;
-  }
-  for (size_t i = 0; i < va->shape->size(); ++i) {
-    const Dim& x = (*va->shape)[i];
-    const Dim& y = (*vb->shape)[i];
-    if (x.known() != y.known()) return false;
-    if (x.known() ? x.value != y.value : (x.param.empty() || x.param != y.param)) return false;
-  }
-  return true;
-}
-
 // DQ(x_q) → Add(·, b) [→ Relu]  ⇒  ai.inferd.DequantizeAdd(x_q, scale, zp, b) (residual joins).
-int FuseDequantizeAdd(GraphEditor& ed) {
-  int fired = 0;
-  for (Node* add : ed.Nodes()) {
-    if (!IsStd(*add, "Add") || ed.IsRemoved(add) || add->NumInputs() != 2) continue;
-    for (int side = 0; side < 2; ++side) {
-      Node* dq = ed.Producer(add->inputs[side]);
-      const std::string other = add->inputs[1 - side];
-      if (!dq || !IsStd(*dq, "DequantizeLinear") || ed.SoleConsumer(dq->outputs[0]) != add ||
-          add->inputs[0] == add->inputs[1] || dq->GetInt("axis", 1) != 1) {
-        continue;
-      }
-      const DataType other_type = ed.graph().ValueType(other);
-      if (other_type != DataType::kFloat32) continue;
-      QParams x;
-      if (!dq->HasInput(2) || !PerTensorParams(ed, *dq, &x)) continue;
-      if (!SameDeclaredShape(ed.graph(), dq->outputs[0], other)) continue;
-      Node* relu = ed.SoleConsumer(add->outputs[0]);
-      if (relu && !IsStd(*relu, "Relu")) relu = nullptr;
-      const std::string out = relu ? relu->outputs[0] : add->outputs[0];
-      const std::string x_q = dq->inputs[0];
-      if (relu) ed.RemoveNode(relu);
-      ed.EditNode(add, [&](Node& n) {
-        n.op_type = "DequantizeAdd";
-        n.domain = "ai.inferd";
-        n.inputs = {x_q, x.scale, x.zero_point, other};
-        n.outputs = {out};
-        if (relu) {
-          Attribute a;
-          a.type = Attribute::Type::kString;
-          a.s = "Relu";
-          n.attributes["activation"] = a;
-        }
-      });
-      ++fired;
-      break;
-    }
+class DequantizeAddRule final : public RewriteRule {
+ public:
+  std::string_view Name() const override { return "QdqFusion/DequantizeAdd"; }
+  std::vector<std::string> TargetOpTypes() const override { return {"Add"}; }
+  bool Match(const GraphEditor& ed, const Node& add) const override {
+    return IsStd(add, "Add") && add.NumInputs() == 2;
   }
-  return fired;
+  bool Rewrite(GraphEditor& ed, Node* add) const override;
+};
+
+bool DequantizeAddRule::Rewrite(GraphEditor& ed, Node* add) const {
+  for (int side = 0; side < 2; ++side) {
+    Node* dq = ed.Producer(add->inputs[side]);
+    const std::string other = add->inputs[1 - side];
+    if (!dq || !IsStd(*dq, "DequantizeLinear") || ed.SoleConsumer(dq->outputs[0]) != add ||
+        add->inputs[0] == add->inputs[1] || dq->GetInt("axis", 1) != 1) {
+      continue;
+    }
+    const DataType other_type = ed.graph().ValueType(other);
+    if (other_type != DataType::kFloat32) continue;
+    QParams x;
+    if (!dq->HasInput(2) || !PerTensorParams(ed, *dq, &x)) continue;
+    if (!SameDeclaredShape(ed.graph(), dq->outputs[0], other)) continue;
+    Node* relu = ed.SoleConsumer(add->outputs[0]);
+    if (relu && !IsStd(*relu, "Relu")) relu = nullptr;
+    const std::string out = relu ? relu->outputs[0] : add->outputs[0];
+    const std::string x_q = dq->inputs[0];
+    if (relu) ed.RemoveNode(relu);
+    ed.EditNode(add, [&](Node& n) {
+      n.op_type = "DequantizeAdd";
+      n.domain = "ai.inferd";
+      n.inputs = {x_q, x.scale, x.zero_point, other};
+      n.outputs = {out};
+      if (relu) {
+        Attribute a;
+        a.type = Attribute::Type::kString;
+        a.s = "Relu";
+        n.attributes["activation"] = a;
+      }
+    });
+    return true;
+  }
+  return false;
 }
 
 // Whether two values are constants holding the same single number (a scale or zero point).
@@ -177,7 +172,7 @@ bool SameScalar(GraphEditor& ed, const std::string& a, const std::string& b) {
 }
 
 // Whether `reader` is the only reader of `value` apart from nodes whose outputs nobody reads
-// (the DequantizeLinear that FuseDequantizeAdd just bypassed, until dead-node elimination).
+// (the DequantizeLinear that DequantizeAddRule just bypassed, until dead-node elimination).
 bool OnlyLiveReader(const GraphEditor& ed, const std::string& value, const Node* reader) {
   if (ed.IsGraphOutput(value)) return false;
   int reads = 0;
@@ -196,128 +191,161 @@ bool OnlyLiveReader(const GraphEditor& ed, const std::string& value, const Node*
 // QLinearConv → DequantizeAdd(its output, y_scale, y_zp, b) [Relu]  ⇒  ai.inferd.QLinearConv
 // with residual Z = b: the join runs as post-ops of the int8 convolution (see quant_conv_dnnl.h).
 // The fused node takes the DequantizeAdd's place in the order, after b's producer.
-int FuseConvResidual(GraphEditor& ed) {
-  int fired = 0;
-  for (Node* add : ed.Nodes()) {
-    if (add->op_type != "DequantizeAdd" || add->domain != "ai.inferd" || ed.IsRemoved(add) ||
-        add->NumInputs() != 4) {
-      continue;
-    }
-    Node* conv = ed.Producer(add->inputs[0]);
-    if (!conv || !OnlyLiveReader(ed, add->inputs[0], add) || conv->NumInputs() < 8) continue;
-    const bool standard = IsStd(*conv, "QLinearConv");
-    const bool inferd = conv->op_type == "QLinearConv" && conv->domain == "ai.inferd" &&
-                        !conv->HasInput(9) && !conv->HasAttribute("x_channels_last");
-    if (!standard && !inferd) continue;
-    if (!SameScalar(ed, conv->inputs[6], add->inputs[1]) ||
-        !SameScalar(ed, conv->inputs[7], add->inputs[2]) || add->inputs[3] == add->inputs[0]) {
-      continue;
-    }
-    std::vector<std::string> inputs = conv->inputs;
-    inputs.resize(9);
-    inputs.push_back(add->inputs[3]);
-    std::map<std::string, Attribute> attrs = conv->attributes;
-    if (add->HasAttribute("activation")) attrs["activation"] = add->attributes.at("activation");
-    const std::string name = conv->name;
-    ed.RemoveNode(conv);
-    ed.EditNode(add, [&](Node& n) {
-      n.name = name;
-      n.op_type = "QLinearConv";
-      n.domain = "ai.inferd";
-      n.inputs = inputs;
-      n.attributes = attrs;
-    });
-    ++fired;
+class ConvResidualRule final : public RewriteRule {
+ public:
+  std::string_view Name() const override { return "QdqFusion/ConvResidual"; }
+  std::vector<std::string> TargetOpTypes() const override { return {"DequantizeAdd"}; }
+  bool Match(const GraphEditor& ed, const Node& add) const override {
+    return add.domain == "ai.inferd" && add.NumInputs() == 4;
   }
-  return fired;
+  bool Rewrite(GraphEditor& ed, Node* add) const override;
+};
+
+bool ConvResidualRule::Rewrite(GraphEditor& ed, Node* add) const {
+  Node* conv = ed.Producer(add->inputs[0]);
+  if (!conv || !OnlyLiveReader(ed, add->inputs[0], add) || conv->NumInputs() < 8) return false;
+  const bool standard = IsStd(*conv, "QLinearConv");
+  const bool inferd = conv->op_type == "QLinearConv" && conv->domain == "ai.inferd" &&
+                      !conv->HasInput(9) && !conv->HasAttribute("x_channels_last");
+  if (!standard && !inferd) return false;
+  if (!SameScalar(ed, conv->inputs[6], add->inputs[1]) ||
+      !SameScalar(ed, conv->inputs[7], add->inputs[2]) || add->inputs[3] == add->inputs[0]) {
+    return false;
+  }
+  std::vector<std::string> inputs = conv->inputs;
+  inputs.resize(9);
+  inputs.push_back(add->inputs[3]);
+  std::map<std::string, Attribute> attrs = conv->attributes;
+  if (add->HasAttribute("activation")) attrs["activation"] = add->attributes.at("activation");
+  const std::string name = conv->name;
+  ed.RemoveNode(conv);
+  ed.EditNode(add, [&](Node& n) {
+    n.name = name;
+    n.op_type = "QLinearConv";
+    n.domain = "ai.inferd";
+    n.inputs = inputs;
+    n.attributes = attrs;
+  });
+  return true;
 }
 
 // DQ(x_q) → MaxPool → Q with the DQ's scale and zero point  ⇒  ai.inferd.MaxPool(x_q): the max of
 // dequantized values quantizes back to the max of the quantized ones (a monotonic map).
-int FuseQuantizedMaxPool(GraphEditor& ed) {
-  int fired = 0;
-  for (Node* pool : ed.Nodes()) {
-    if (!IsStd(*pool, "MaxPool") || ed.IsRemoved(pool) || pool->outputs.size() != 1 ||
-        pool->GetInt("storage_order", 0) != 0 || pool->GetInts("kernel_shape").size() != 2) {
-      continue;
-    }
-    Node* dq = ed.Producer(pool->inputs[0]);
-    if (!dq || !IsStd(*dq, "DequantizeLinear") || ed.SoleConsumer(dq->outputs[0]) != pool) continue;
-    Node* q = ed.SoleConsumer(pool->outputs[0]);
-    if (!q || !IsStd(*q, "QuantizeLinear") || q->GetInt("saturate", 1) != 1) continue;
-    QParams x, y;
-    if (!dq->HasInput(2) || !PerTensorParams(ed, *dq, &x) || !PerTensorParams(ed, *q, &y)) continue;
-    if (x.scale_value != y.scale_value || x.zp_value != y.zp_value || x.type != y.type) continue;
-    const std::string x_q = dq->inputs[0], out = q->outputs[0];
-    ed.RemoveNode(q);
-    ed.EditNode(pool, [&](Node& n) {
-      n.domain = "ai.inferd";
-      n.inputs = {x_q};
-      n.outputs = {out};
-    });
-    ++fired;
+class QuantizedMaxPoolRule final : public RewriteRule {
+ public:
+  std::string_view Name() const override { return "QdqFusion/MaxPool"; }
+  std::vector<std::string> TargetOpTypes() const override { return {"MaxPool"}; }
+  bool Match(const GraphEditor& ed, const Node& pool) const override {
+    return IsStd(pool, "MaxPool") && pool.outputs.size() == 1 &&
+           pool.GetInt("storage_order", 0) == 0 && pool.GetInts("kernel_shape").size() == 2;
   }
-  return fired;
+  bool Rewrite(GraphEditor& ed, Node* pool) const override;
+};
+
+bool QuantizedMaxPoolRule::Rewrite(GraphEditor& ed, Node* pool) const {
+  Node* dq = ed.Producer(pool->inputs[0]);
+  if (!dq || !IsStd(*dq, "DequantizeLinear") || ed.SoleConsumer(dq->outputs[0]) != pool) {
+    return false;
+  }
+  Node* q = ed.SoleConsumer(pool->outputs[0]);
+  if (!q || !IsStd(*q, "QuantizeLinear") || q->GetInt("saturate", 1) != 1) return false;
+  QParams x, y;
+  if (!dq->HasInput(2) || !PerTensorParams(ed, *dq, &x) || !PerTensorParams(ed, *q, &y)) {
+    return false;
+  }
+  if (x.scale_value != y.scale_value || x.zp_value != y.zp_value || x.type != y.type) {
+    return false;
+  }
+  const std::string x_q = dq->inputs[0], out = q->outputs[0];
+  ed.RemoveNode(q);
+  ed.EditNode(pool, [&](Node& n) {
+    n.domain = "ai.inferd";
+    n.inputs = {x_q};
+    n.outputs = {out};
+  });
+  return true;
+}
+
+// DQ(x) → Conv/MatMul(DQ(W) [, B]) [→ Relu] → Q  ⇒  QLinearConv / QLinearMatMul.
+class QLinearOpRule final : public RewriteRule {
+ public:
+  std::string_view Name() const override { return "QdqFusion/QLinearOp"; }
+  std::vector<std::string> TargetOpTypes() const override { return {"Conv", "MatMul"}; }
+  bool Match(const GraphEditor& ed, const Node& op) const override {
+    return (IsStd(op, "Conv") || IsStd(op, "MatMul")) && op.NumInputs() >= 2;
+  }
+  bool Rewrite(GraphEditor& ed, Node* op) const override;
+};
+
+// The bias in the accumulator's scale x_scale * w_scale[m], as a new int32 initializer.
+std::string AddInt32Bias(GraphEditor& ed, const std::string& name, const std::vector<float>& bias,
+                         float x_scale, const std::vector<float>& w_scales) {
+  const int64_t m = static_cast<int64_t>(bias.size());
+  Tensor b = Tensor::Allocate(DataType::kInt32, {m});
+  for (int64_t i = 0; i < m; ++i) {
+    double s = double(x_scale) * w_scales[w_scales.size() == 1 ? 0 : i];
+    double v = std::nearbyint(bias[i] / s);
+    b.data<int32_t>()[i] = static_cast<int32_t>(std::clamp(v, -2147483647.0, 2147483647.0));
+  }
+  return ed.AddInitializer(name + "_int32", b);
+}
+
+bool QLinearOpRule::Rewrite(GraphEditor& ed, Node* op) const {
+  const bool conv = op->op_type == "Conv";
+  Node* dq_x = ed.Producer(op->inputs[0]);
+  Node* dq_w = ed.Producer(op->inputs[1]);
+  if (!dq_x || !dq_w || !IsStd(*dq_x, "DequantizeLinear")) return false;
+  const Tensor* wq = ed.Constant(dq_w->inputs[0]);
+  if (!wq || (conv && wq->rank() < 3) || (!conv && wq->rank() != 2)) return false;
+  QParams x, y;
+  if (!PerTensorParams(ed, *dq_x, &x)) return false;
+  std::string w;
+  std::vector<float> w_scales;
+  if (!WeightParams(ed, *dq_w, conv ? 0 : 1, &w, &w_scales)) return false;
+  const int64_t m = conv ? wq->dim(0) : wq->dim(1);
+  std::vector<float> bias;
+  if (conv && op->HasInput(2) && !BiasValues(ed, op->inputs[2], m, &bias)) return false;
+  Node* relu = nullptr;
+  Node* q = TrailingQuantize(ed, op, &relu, &y);
+  if (!q) return false;
+  std::string bias_name;
+  if (!bias.empty()) bias_name = AddInt32Bias(ed, op->inputs[2], bias, x.scale_value, w_scales);
+  std::string w_scale = dq_w->inputs[1];
+  std::string w_zp = ed.AddInitializer(
+      w + "_zero_point", w_scales.size() == 1
+                             ? Tensor::Scalar<int8_t>(0)
+                             : Tensor::Allocate(DataType::kInt8, {static_cast<int64_t>(m)}));
+  std::string x_q = dq_x->inputs[0];
+  const std::string out = q->outputs[0];
+  ed.RemoveNode(q);
+  if (relu) ed.RemoveNode(relu);
+  ed.EditNode(op, [&](Node& n) {
+    n.op_type = conv ? "QLinearConv" : "QLinearMatMul";
+    n.domain = "";
+    n.inputs = {x_q, x.scale, x.zero_point, w, w_scale, w_zp, y.scale, y.zero_point};
+    if (!bias_name.empty()) n.inputs.push_back(bias_name);
+    n.outputs = {out};
+  });
+  return true;
 }
 
 }  // namespace
 
+// The phases run one after another on one editor, each a sweep of its rule: the residual join
+// needs the QLinearConvs and DequantizeAdds the first two phases make.
 StatusOr<int> QdqFusion::Run(Graph& graph) const {
+  const QLinearOpRule qlinear;
+  const DequantizeAddRule dequantize_add;
+  const ConvResidualRule conv_residual;
+  const QuantizedMaxPoolRule max_pool;
   GraphEditor ed(graph);
-  int fired = 0;
-  for (Node* op : ed.Nodes()) {
-    const bool conv = IsStd(*op, "Conv");
-    if ((!conv && !IsStd(*op, "MatMul")) || ed.IsRemoved(op) || op->NumInputs() < 2) continue;
-    Node* dq_x = ed.Producer(op->inputs[0]);
-    Node* dq_w = ed.Producer(op->inputs[1]);
-    if (!dq_x || !dq_w || !IsStd(*dq_x, "DequantizeLinear")) continue;
-    const Tensor* wq = ed.Constant(dq_w->inputs[0]);
-    if (!wq || (conv && wq->rank() < 3) || (!conv && wq->rank() != 2)) continue;
-    QParams x, y;
-    if (!PerTensorParams(ed, *dq_x, &x)) continue;
-    std::string w;
-    std::vector<float> w_scales;
-    if (!WeightParams(ed, *dq_w, conv ? 0 : 1, &w, &w_scales)) continue;
-    const int64_t m = conv ? wq->dim(0) : wq->dim(1);
-    std::vector<float> bias;
-    if (conv && op->HasInput(2) && !BiasValues(ed, op->inputs[2], m, &bias)) continue;
-    Node* relu = nullptr;
-    Node* q = TrailingQuantize(ed, op, &relu, &y);
-    if (!q) continue;
-    // Bias in the accumulator's scale.
-    std::string bias_name;
-    if (!bias.empty()) {
-      Tensor b = Tensor::Allocate(DataType::kInt32, {m});
-      for (int64_t i = 0; i < m; ++i) {
-        double s = double(x.scale_value) * w_scales[w_scales.size() == 1 ? 0 : i];
-        double v = std::nearbyint(bias[i] / s);
-        b.data<int32_t>()[i] = static_cast<int32_t>(std::clamp(v, -2147483647.0, 2147483647.0));
-      }
-      bias_name = ed.AddInitializer(op->inputs[2] + "_int32", b);
-    }
-    std::string w_scale = dq_w->inputs[1];
-    std::string w_zp = ed.AddInitializer(
-        w + "_zero_point", w_scales.size() == 1
-                               ? Tensor::Scalar<int8_t>(0)
-                               : Tensor::Allocate(DataType::kInt8, {static_cast<int64_t>(m)}));
-    std::string x_q = dq_x->inputs[0];
-    const std::string out = q->outputs[0];
-    ed.RemoveNode(q);
-    if (relu) ed.RemoveNode(relu);
-    ed.EditNode(op, [&](Node& n) {
-      n.op_type = conv ? "QLinearConv" : "QLinearMatMul";
-      n.domain = "";
-      n.inputs = {x_q, x.scale, x.zero_point, w, w_scale, w_zp, y.scale, y.zero_point};
-      if (!bias_name.empty()) n.inputs.push_back(bias_name);
-      n.outputs = {out};
-    });
-    ++fired;
+  std::vector<int> fired(1, 0);
+  for (const RewriteRule* phase : std::initializer_list<const RewriteRule*>{
+           &qlinear, &dequantize_add, &conv_residual, &max_pool}) {
+    SweepRules(ed, {phase}, &fired);
   }
-  fired += FuseDequantizeAdd(ed);
-  fired += FuseConvResidual(ed);
-  fired += FuseQuantizedMaxPool(ed);
   RETURN_IF_ERROR(ed.Commit());
-  return fired;
+  return fired[0];
 }
 
 }  // namespace inferd

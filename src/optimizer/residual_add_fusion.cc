@@ -19,42 +19,38 @@ bool CanTakeResidual(const GraphEditor& ed, const Node* p) {
 
 }  // namespace
 
-StatusOr<int> ResidualAddFusion::Run(Graph& graph) const {
-  GraphEditor ed(graph);
-  int fired = 0;
-  for (Node* add : ed.Nodes()) {
-    if (!IsStandardOp(add, "Add") || ed.IsRemoved(add) || add->NumInputs() != 2 ||
-        add->inputs[0] == add->inputs[1] || add->outputs.size() != 1) {
-      continue;
-    }
-    if (graph.ValueType(add->outputs[0]) != DataType::kFloat32 &&
-        graph.ValueType(add->inputs[0]) != DataType::kFloat32) {
-      continue;
-    }
-    for (size_t side = 0; side < 2; ++side) {
-      const std::string y = add->inputs[side], z = add->inputs[1 - side];
-      Node* p = ed.Producer(y);
-      if (!CanTakeResidual(ed, p) || ed.SoleConsumer(y) != add) continue;
-      if (!SameDeclaredShape(graph, y, z)) continue;
-      std::vector<std::string> inputs = p->inputs;
-      inputs.resize(3);  // omitted bias stays an empty name
-      inputs.push_back(z);
-      const bool conv = p->op_type == "Conv";
-      Node fused = *p;
-      ed.RemoveNode(p);
-      ed.EditNode(add, [&](Node& n) {
-        n.name = fused.name;
-        n.op_type = conv ? "Conv" : "FusedMatMul";
-        n.domain = kInferdDomain;
-        n.inputs = inputs;
-        n.attributes = fused.attributes;
-      });
-      ++fired;
-      break;
-    }
+bool ResidualAddFusion::Match(const GraphEditor& ed, const Node& add) const {
+  return IsStandardOp(&add, "Add") && add.NumInputs() == 2 && add.inputs[0] != add.inputs[1] &&
+         add.outputs.size() == 1;
+}
+
+bool ResidualAddFusion::Rewrite(GraphEditor& ed, Node* add) const {
+  const Graph& graph = ed.graph();
+  if (graph.ValueType(add->outputs[0]) != DataType::kFloat32 &&
+      graph.ValueType(add->inputs[0]) != DataType::kFloat32) {
+    return false;
   }
-  RETURN_IF_ERROR(ed.Commit());
-  return fired;
+  for (size_t side = 0; side < 2; ++side) {
+    const std::string y = add->inputs[side], z = add->inputs[1 - side];
+    Node* p = ed.Producer(y);
+    if (!CanTakeResidual(ed, p) || ed.SoleConsumer(y) != add) continue;
+    if (!SameDeclaredShape(graph, y, z)) continue;
+    std::vector<std::string> inputs = p->inputs;
+    inputs.resize(3);  // omitted bias stays an empty name
+    inputs.push_back(z);
+    const bool conv = p->op_type == "Conv";
+    Node fused = *p;
+    ed.RemoveNode(p);
+    ed.EditNode(add, [&](Node& n) {
+      n.name = fused.name;
+      n.op_type = conv ? "Conv" : "FusedMatMul";
+      n.domain = kInferdDomain;
+      n.inputs = inputs;
+      n.attributes = fused.attributes;
+    });
+    return true;
+  }
+  return false;
 }
 
 }  // namespace inferd

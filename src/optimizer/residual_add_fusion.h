@@ -10,14 +10,16 @@
 // producer, as on ResNet's projection shortcut) and its output name.
 #pragma once
 
-#include "optimizer/graph_pass.h"
+#include "optimizer/rewrite_rule.h"
 
 namespace inferd {
 
-class ResidualAddFusion final : public GraphPass {
+class ResidualAddFusion final : public RewriteRule {
  public:
   std::string_view Name() const override { return "ResidualAddFusion"; }
-  StatusOr<int> Run(Graph& graph) const override;
+  std::vector<std::string> TargetOpTypes() const override { return {"Add"}; }
+  bool Match(const GraphEditor& ed, const Node& node) const override;
+  bool Rewrite(GraphEditor& ed, Node* node) const override;
 };
 
 }  // namespace inferd

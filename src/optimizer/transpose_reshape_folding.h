@@ -9,14 +9,17 @@
 // output.
 #pragma once
 
-#include "optimizer/graph_pass.h"
+#include "optimizer/rewrite_rule.h"
 
 namespace inferd {
 
-class TransposeReshapeFolding final : public GraphPass {
+class TransposeReshapeFolding final : public RewriteRule {
  public:
   std::string_view Name() const override { return "TransposeReshapeFolding"; }
-  StatusOr<int> Run(Graph& graph) const override;
+  // The outer node of the chain is the anchor.
+  std::vector<std::string> TargetOpTypes() const override { return {"Transpose", "Reshape"}; }
+  bool Match(const GraphEditor& ed, const Node& outer) const override;
+  bool Rewrite(GraphEditor& ed, Node* outer) const override;
 };
 
 }  // namespace inferd

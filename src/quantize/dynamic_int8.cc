@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "graph/prune.h"
 #include "kernels/cpu/cpu_provider.h"
 #include "optimizer/fusion_util.h"
 #include "optimizer/pipeline.h"
@@ -129,16 +130,7 @@ Status QuantizeDynamicInt8(Model& model, const QuantizeOptions& o, QuantizeRepor
   std::erase_if(g.nodes,
                 [&](const std::unique_ptr<Node>& n) { return replaced.count(n.get()) > 0; });
   for (auto& n : added) g.nodes.push_back(std::move(n));
-  // Drop float weights nothing reads now.
-  std::set<std::string> read;
-  for (const auto& n : g.nodes) read.insert(n->inputs.begin(), n->inputs.end());
-  for (auto it = g.initializers.begin(); it != g.initializers.end();) {
-    if (!read.count(it->first) && !g.IsGraphInput(it->first) && !g.IsGraphOutput(it->first)) {
-      it = g.initializers.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  PruneUnusedInitializers(g);  // the float weights nothing reads now
   return g.TopologicalSort();
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "graph/prune.h"
 #include "kernels/cpu/cpu_provider.h"
 #include "optimizer/bf16_compute.h"
 #include "optimizer/pipeline.h"
@@ -86,12 +87,10 @@ Status ConvertFloatPrecision(Model& model, const QuantizeOptions& options, Quant
     to.i = static_cast<int64_t>(DataType::kFloat32);
     c->attributes["to"] = to;
   }
-  // Drop the float32 originals nothing reads now.
-  std::set<std::string> used;
-  for (const auto& n : g.nodes) used.insert(n->inputs.begin(), n->inputs.end());
-  for (const auto& [name, out] : converted) {
-    if (!used.count(name) && !g.IsGraphOutput(name)) g.initializers.erase(name);
-  }
+  // Drop the float32 originals nothing reads now (other initializers stay as they were).
+  std::vector<std::string> originals;
+  for (const auto& [name, out] : converted) originals.push_back(name);
+  PruneUnusedInitializers(g, originals);
   for (const auto& [name, out] : converted) {
     QuantizeReport::Layer l;
     l.node = name;

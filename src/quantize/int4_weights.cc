@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "graph/prune.h"
 #include "kernels/cpu/cpu_provider.h"
 #include "optimizer/fusion_util.h"
 #include "optimizer/pipeline.h"
@@ -143,15 +144,7 @@ Status QuantizeInt4Weights(Model& model, const QuantizeOptions& o, QuantizeRepor
     return InvalidArgument("no MatMul, Gemm or Gather with constant 2-D float32 weights for int4");
   }
   for (auto& n : extra) g.nodes.push_back(std::move(n));
-  std::set<std::string> read;
-  for (const auto& n : g.nodes) read.insert(n->inputs.begin(), n->inputs.end());
-  for (auto it = g.initializers.begin(); it != g.initializers.end();) {
-    if (!read.count(it->first) && !g.IsGraphInput(it->first) && !g.IsGraphOutput(it->first)) {
-      it = g.initializers.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  PruneUnusedInitializers(g);  // the float weights nothing reads now
   model.opsets["ai.inferd"] = 1;
   return g.TopologicalSort();
 }

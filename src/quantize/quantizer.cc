@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "graph/prune.h"
 #include "kernels/cpu/cpu_provider.h"
 #include "optimizer/pipeline.h"
 #include "quantize/dynamic_int8.h"
@@ -242,20 +243,6 @@ class QdqWriter {
   std::map<std::string, QuantParams> params_;
 };
 
-// Drops initializers no node reads any more (the FP32 weights replaced by int8 ones).
-void DropUnusedInitializers(Graph& g) {
-  std::set<std::string> used;
-  for (const auto& n : g.nodes) used.insert(n->inputs.begin(), n->inputs.end());
-  for (const auto& o : g.outputs) used.insert(o.name);
-  for (auto it = g.initializers.begin(); it != g.initializers.end();) {
-    if (!used.count(it->first) && !g.IsGraphInput(it->first)) {
-      it = g.initializers.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
 Status MeasureReport(const Model& fp32, const Model& quantized, const std::vector<Candidate>& cands,
                      const std::vector<Batch>& batches, int threads, QuantizeReport* report) {
   std::vector<std::string> tensors;
@@ -394,7 +381,7 @@ Status QuantizeInt8(Model& model, const QuantizeOptions& o, QuantizeReport* repo
     }
     report->layers.push_back(layer);
   }
-  DropUnusedInitializers(g);
+  PruneUnusedInitializers(g);  // the FP32 weights replaced by int8 ones
   RETURN_IF_ERROR(g.TopologicalSort());
   if (o.report || o.accuracy_target > 0) {
     std::vector<Batch> few;
