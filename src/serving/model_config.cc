@@ -242,32 +242,42 @@ Status ValidateConfigStandalone(const ModelConfig& config) {
   return Status::Ok();
 }
 
-Status CompleteConfig(const std::string& model_name, const std::vector<ValueInfo>& inputs,
-                      const std::vector<ValueInfo>& outputs, int default_max_batch_size,
-                      ModelConfig* config) {
-  if (config->name().empty()) config->set_name(model_name);
-  if (config->name() != model_name) {
-    return InvalidArgument("config name '{}' does not match the model folder '{}'",
-                           config->name(), model_name);
-  }
-  if (config->platform().empty() && config->backend().empty()) {
-    config->set_platform("onnxruntime_onnx");
-  }
-  RETURN_IF_ERROR(ValidateConfigStandalone(*config));
+namespace {
 
-  if (config->input_size() == 0 && config->output_size() == 0 && config->max_batch_size() == 0 &&
-      default_max_batch_size > 0 && !inputs.empty()) {
-    bool batchable = true;
-    for (const auto* list : {&inputs, &outputs}) {
-      for (const ValueInfo& v : *list) {
-        if (FirstDimFixed(v) || (v.shape.has_value() && v.shape->empty())) batchable = false;
-      }
+// max_batch_size for a config that names no tensors: `default_max_batch_size` when every model
+// input and output has a free first dimension, else 0.
+void InferMaxBatchSize(const std::vector<ValueInfo>& inputs, const std::vector<ValueInfo>& outputs,
+                       int default_max_batch_size, ModelConfig* config) {
+  if (config->input_size() != 0 || config->output_size() != 0 || config->max_batch_size() != 0 ||
+      default_max_batch_size <= 0 || inputs.empty()) {
+    return;
+  }
+  for (const auto* list : {&inputs, &outputs}) {
+    for (const ValueInfo& v : *list) {
+      if (FirstDimFixed(v) || (v.shape.has_value() && v.shape->empty())) return;
     }
-    if (batchable) config->set_max_batch_size(default_max_batch_size);
   }
-  const bool batching = config->max_batch_size() > 0;
+  config->set_max_batch_size(default_max_batch_size);
+}
 
-  // Inputs.
+Status CheckInputReshape(const ValueInfo& model_input, const inference::ModelInput& in,
+                         int max_batch_size) {
+  ValueInfo shaped = model_input;
+  google::protobuf::RepeatedField<int64_t> rs(in.reshape().shape().begin(),
+                                              in.reshape().shape().end());
+  RETURN_IF_ERROR(CheckDims(shaped, rs, max_batch_size, "input (reshape)"));
+  Shape a(in.dims().begin(), in.dims().end()), b(rs.begin(), rs.end());
+  if (std::find(a.begin(), a.end(), -1) == a.end() && std::find(b.begin(), b.end(), -1) == b.end() &&
+      NumElements(a) != NumElements(b)) {
+    return InvalidArgument("input '{}': reshape {} has a different element count than dims {}",
+                           in.name(), ShapeToString(b), ShapeToString(a));
+  }
+  return Status::Ok();
+}
+
+// Fills the inputs from the model when the config lists none, then checks each against it.
+Status CompleteInputs(const std::vector<ValueInfo>& inputs, ModelConfig* config) {
+  const bool batching = config->max_batch_size() > 0;
   if (config->input_size() == 0) {
     for (const ValueInfo& v : inputs) {
       auto* in = config->add_input();
@@ -288,17 +298,7 @@ Status CompleteConfig(const std::string& model_name, const std::vector<ValueInfo
     }
     RETURN_IF_ERROR(CheckType(*it, in.data_type(), "input"));
     if (in.has_reshape()) {
-      ValueInfo shaped = *it;
-      google::protobuf::RepeatedField<int64_t> rs(in.reshape().shape().begin(),
-                                                  in.reshape().shape().end());
-      RETURN_IF_ERROR(CheckDims(shaped, rs, config->max_batch_size(), "input (reshape)"));
-      Shape a(in.dims().begin(), in.dims().end()), b(rs.begin(), rs.end());
-      if (std::find(a.begin(), a.end(), -1) == a.end() &&
-          std::find(b.begin(), b.end(), -1) == b.end() && NumElements(a) != NumElements(b)) {
-        return InvalidArgument("input '{}': reshape {} has a different element count than "
-                               "dims {}",
-                               in.name(), ShapeToString(b), ShapeToString(a));
-      }
+      RETURN_IF_ERROR(CheckInputReshape(*it, in, config->max_batch_size()));
     } else {
       RETURN_IF_ERROR(CheckDims(*it, in.dims(), config->max_batch_size(), "input"));
     }
@@ -308,8 +308,14 @@ Status CompleteConfig(const std::string& model_name, const std::vector<ValueInfo
       return InvalidArgument("model input '{}' is missing from config.pbtxt", v.name);
     }
   }
+  return Status::Ok();
+}
 
-  // Outputs.
+// Fills the outputs from the model when the config lists none, then checks each against it.
+// Returns the names of the config's outputs in `seen`.
+Status CompleteOutputs(const std::vector<ValueInfo>& outputs, ModelConfig* config,
+                       std::set<std::string>* seen) {
+  const bool batching = config->max_batch_size() > 0;
   if (config->output_size() == 0) {
     for (const ValueInfo& v : outputs) {
       auto* out = config->add_output();
@@ -322,9 +328,8 @@ Status CompleteConfig(const std::string& model_name, const std::vector<ValueInfo
       }
     }
   }
-  seen.clear();
   for (const auto& out : config->output()) {
-    if (!seen.insert(out.name()).second) {
+    if (!seen->insert(out.name()).second) {
       return InvalidArgument("output '{}' is listed twice", out.name());
     }
     auto it = std::find_if(outputs.begin(), outputs.end(),
@@ -340,7 +345,10 @@ Status CompleteConfig(const std::string& model_name, const std::vector<ValueInfo
       RETURN_IF_ERROR(CheckDims(*it, out.dims(), config->max_batch_size(), "output"));
     }
   }
+  return Status::Ok();
+}
 
+void CompleteInstanceGroups(ModelConfig* config) {
   if (config->instance_group_size() == 0) {
     auto* g = config->add_instance_group();
     g->set_kind(inference::ModelInstanceGroup::KIND_CPU);
@@ -353,17 +361,44 @@ Status CompleteConfig(const std::string& model_name, const std::vector<ValueInfo
       g->set_kind(inference::ModelInstanceGroup::KIND_CPU);
     }
   }
-  if (!config->has_version_policy()) config->mutable_version_policy()->mutable_latest();
-  for (const auto& w : config->model_warmup()) {
+}
+
+// Every warmup input names a config input. (`output_names` are accepted too, as before.)
+Status CheckWarmupInputs(const ModelConfig& config, const std::set<std::string>& output_names) {
+  for (const auto& w : config.model_warmup()) {
     for (const auto& entry : w.inputs()) {
       const std::string& name = entry.first;  // a lambda may not capture a structured binding
-      if (!seen.count(name) && std::none_of(config->input().begin(), config->input().end(),
-                                            [&](const auto& i) { return i.name() == name; })) {
+      if (!output_names.count(name) &&
+          std::none_of(config.input().begin(), config.input().end(),
+                       [&](const auto& i) { return i.name() == name; })) {
         return InvalidArgument("model_warmup '{}': unknown input '{}'", w.name(), name);
       }
     }
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status CompleteConfig(const std::string& model_name, const std::vector<ValueInfo>& inputs,
+                      const std::vector<ValueInfo>& outputs, int default_max_batch_size,
+                      ModelConfig* config) {
+  if (config->name().empty()) config->set_name(model_name);
+  if (config->name() != model_name) {
+    return InvalidArgument("config name '{}' does not match the model folder '{}'",
+                           config->name(), model_name);
+  }
+  if (config->platform().empty() && config->backend().empty()) {
+    config->set_platform("onnxruntime_onnx");
+  }
+  RETURN_IF_ERROR(ValidateConfigStandalone(*config));
+  InferMaxBatchSize(inputs, outputs, default_max_batch_size, config);
+  RETURN_IF_ERROR(CompleteInputs(inputs, config));
+  std::set<std::string> output_names;
+  RETURN_IF_ERROR(CompleteOutputs(outputs, config, &output_names));
+  CompleteInstanceGroups(config);
+  if (!config->has_version_policy()) config->mutable_version_policy()->mutable_latest();
+  return CheckWarmupInputs(*config, output_names);
 }
 
 batching::BatchSchedulerOptions SchedulerOptionsFromConfig(const ModelConfig& config,
