@@ -1,10 +1,11 @@
 // ai.inferd.BlockedConv: a 2-D convolution whose input, residual and/or output tensors stay in
-// oneDNN's channel-blocked layout nChw16c between convolutions, written by LayoutPropagation
+// oneDNN's channel-blocked layout (nChw16c with AVX-512, nChw8c without; see Block()) between
+// convolutions, written by LayoutPropagation
 // (src/optimizer/layout_propagation.cc, level "all"); schema in docs/optimizer.md.
 //
-// A blocked tensor of logical shape [N, C, H, W] is stored as nChw16c with C rounded up to a
-// multiple of 16 (padding channels zero, as oneDNN writes them); its Tensor shape is
-// [N, round16(C), H, W] so the arena sizes it right. Its true C is known from the weights: the
+// A blocked tensor of logical shape [N, C, H, W] is stored as nChw<B>c with C rounded up to a
+// multiple of the block B (padding channels zero, as oneDNN writes them); its Tensor shape is
+// [N, roundB(C), H, W] so the arena sizes it right. Its true C is known from the weights: the
 // reader's W gives its input channels, the writer's W its output channels. Plain inputs and
 // outputs are reordered at the boundary, inside the kernel. float32, constant weights.
 //
@@ -41,8 +42,23 @@ namespace {
 using dnnl::memory;
 using tag = memory::format_tag;
 
-constexpr int64_t kBlock = 16;
-int64_t RoundUp(int64_t c) { return (c + kBlock - 1) / kBlock * kBlock; }
+// The channel block of the blocked layout: 16 (nChw16c) where oneDNN runs AVX-512 convolutions,
+// else 8 (nChw8c, the block of its AVX2 kernels). oneDNN 2.6 has no AVX2 jit convolution on
+// nChw16c and falls back to its reference kernel: ResNet-50 took 225 s per image that way on an
+// AVX2-only AMD EPYC (Zen 3), against ~0.1 s with nChw8c. The block is fixed per process, so every
+// BlockedConv writing a tensor and every one reading it agree.
+int64_t Block() {
+  static const int64_t block = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+    return (isa & avx512) == avx512 ? int64_t{16} : int64_t{8};
+  }();
+  return block;
+}
+memory::format_tag BlockedTag() {
+  return Block() == 16 ? memory::format_tag::nChw16c : memory::format_tag::nChw8c;
+}
+int64_t RoundUp(int64_t c) { return (c + Block() - 1) / Block() * Block(); }
 
 struct Plan {
   dnnl::convolution_forward prim;
@@ -151,7 +167,7 @@ class BlockedConvKernel final : public DnnlKernel {
         x->dim(1) != (x_blocked_ ? RoundUp(c) : c)) {
       return InvalidArgument("{}: X must be {} [N, {}, H, W]{}", node.Describe(),
                              DataTypeName(x_type), x_blocked_ ? RoundUp(c) : c,
-                             x_blocked_ ? " (nChw16c)" : "");
+                             x_blocked_ ? (Block() == 16 ? " (nChw16c)" : " (nChw8c)") : "");
     }
     if (m % group_ != 0) return InvalidArgument("{}: M not divisible by group", node.Describe());
     const Shape xs = {x->dim(0), c, x->dim(2), x->dim(3)};
@@ -250,7 +266,7 @@ class BlockedConvKernel final : public DnnlKernel {
             ? plan->given_src_md
             : memory::desc(ToDims(xs), compute, tag::any);
     const memory::desc dst_md =
-        has_dw_ ? memory::desc(ToDims(conv_out), f32, tag::nChw16c)
+        has_dw_ ? memory::desc(ToDims(conv_out), f32, BlockedTag())
         : y_blocked_ ? plan->out_dst_md
                      : memory::desc(ToDims(conv_out), f32, tag::any);
     const memory::desc w_any(wdims, compute, tag::any), bias_md({m}, f32, tag::a);
@@ -328,7 +344,7 @@ class BlockedConvKernel final : public DnnlKernel {
   }
   // bf16 values between bf16 convolutions are NHWC (oneDNN 2.6's brgemm bf16 convolutions want
   // it; on nChw16c it falls back to its older jit_bf16 kernels); float32 ones nChw16c.
-  static tag SideTag(bool bf16) { return bf16 ? tag::acdb : tag::nChw16c; }
+  static tag SideTag(bool bf16) { return bf16 ? tag::acdb : BlockedTag(); }
 
   bool x_blocked_ = false, z_blocked_ = false, y_blocked_ = false, has_sum_ = false;
   bool bf16_ = false, x_bf16_ = false, z_bf16_ = false, y_bf16_ = false;
