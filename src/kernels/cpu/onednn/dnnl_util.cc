@@ -19,19 +19,14 @@ bool IsaHas(dnnl::cpu_isa feature) {
 }
 }  // namespace
 
-bool DnnlHasInt8Vnni() {
-  static const bool vnni =
-      IsaHas(dnnl::cpu_isa::avx512_core_vnni) || IsaHas(dnnl::cpu_isa::avx2_vnni);
-  return vnni;
-}
-
 bool DnnlHasNativeBf16() {
   static const bool bf16 = IsaHas(dnnl::cpu_isa::avx512_core_bf16);
   return bf16;
 }
 
 bool DnnlInt8IsExact(DataType activations, const Tensor& weights) {
-  if (DnnlHasInt8Vnni()) return true;
+  static const bool vnni = IsaHas(dnnl::cpu_isa::avx512_core_vnni);
+  if (vnni) return true;
   if (activations != DataType::kUInt8 || weights.dtype() != DataType::kInt8) return false;
   const int8_t* w = weights.data<int8_t>();
   for (int64_t i = 0; i < weights.NumElements(); ++i) {

@@ -102,7 +102,7 @@ TEST(QLinearConvDnnlTest, MatchesReference) {
 }
 
 // Weights within 7 bits with uint8 x: oneDNN's int8 convolution is exact on every CPU (without
-// VNNI too, where full-range weights go to the reference: conv_dnnl.h), so this runs oneDNN here.
+// AVX-512 VNNI too, where full-range weights take the reference: conv_dnnl.h): oneDNN runs it.
 TEST(QLinearConvDnnlTest, SevenBitWeightsMatchReference) {
   Case c{"3x3 pad 1, 7-bit weights",
          {2, 16, 9, 9},

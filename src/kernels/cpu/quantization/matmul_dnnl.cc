@@ -60,8 +60,8 @@ Status DnnlQMatMul::Run(const Node& node, const Tensor& a, int32_t a_zero_point,
   return DnnlTry(node, [&]() -> Status {
     const int64_t m = a.dim(a.rank() - 1) > 0 ? a.NumElements() / a.dim(a.rank() - 1) : 0;
     if (!Takes(a.dtype())) {
-      return FailedPrecondition("{}: oneDNN int8 matmul would saturate on this CPU (no VNNI)",
-                                node.Describe());
+      return FailedPrecondition(
+          "{}: oneDNN int8 matmul would saturate on this CPU (no AVX-512 VNNI)", node.Describe());
     }
     if (m == 0 || n() == 0) return Status::Ok();
     ASSIGN_OR_RETURN(auto plan, GetPlan(m, a.dtype()));
