@@ -21,7 +21,8 @@
 // bias); x_bf16 / z_bf16 / y_bf16 = 1 mean that blocked X / Z / Y hold bf16 values in NHWC
 // (DataType::kBFloat16, same tensor shape; see SideTag), so chains of bf16 convolutions move half
 // the bytes.
-// float32 sides are converted by the boundary reorders.
+// float32 sides are converted by the boundary reorders. On CPUs without native bf16 the kernel
+// ignores these attributes and computes in FP32.
 #include <cstring>
 #include <map>
 #include <memory>
@@ -94,6 +95,11 @@ class BlockedConvKernel final : public DnnlKernel {
           "fusion",
           node.Describe());
     }
+    // Without native bf16 (DnnlHasNativeBf16) oneDNN emulates bf16, slower than FP32, or has no
+    // bf16 convolution at all (AVX2): compute in FP32 from W (the bf16 weights, widened to float32
+    // at load). The bf16 X/Z/Y between such convolutions become float32 as well: every
+    // compute_bf16 kernel on this CPU decides alike, and only they read those tensors.
+    if (bf16_ && !DnnlHasNativeBf16()) bf16_ = x_bf16_ = z_bf16_ = y_bf16_ = false;
     has_sum_ = node.HasInput(3);
     if (has_sum_) post_ops_.append_sum(1.f);
     RETURN_IF_ERROR(ParseFusedActivation(node, &post_ops_));

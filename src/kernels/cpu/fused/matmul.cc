@@ -8,7 +8,8 @@
 //
 // compute_bf16 = 1 (optimizer/bf16_compute.h; needs a constant B): B is packed as bf16 and A is
 // converted to bf16 per call (per-thread scratch), oneDNN's bf16 matmul accumulates in f32 and
-// writes float32 Y; bias, R and the activation stay float32.
+// writes float32 Y; bias, R and the activation stay float32. On CPUs without native bf16 it
+// computes in FP32 (DnnlHasNativeBf16).
 #include <memory>
 
 #include "kernels/cpu/fused/register.h"
@@ -37,7 +38,8 @@ class FusedMatMulKernel final : public DnnlKernel {
     const Node& node = info.node();
     has_bias_ = node.HasInput(2);
     has_res_ = node.HasInput(3);
-    bf16_ = node.GetInt("compute_bf16", 0) != 0;
+    // FP32 from the bf16-exact B without native bf16 (as BlockedConv: conv_blocked.cc).
+    bf16_ = node.GetInt("compute_bf16", 0) != 0 && DnnlHasNativeBf16();
     RETURN_IF_ERROR(ParseFusedActivation(node, &act_ops_));
     if (const Tensor* b = info.ConstantInput(1); b && b->rank() == 2) {
       if (b->dtype() != DataType::kFloat32) {

@@ -11,6 +11,30 @@ dnnl::engine& DnnlEngine() {
   return engine;
 }
 
+namespace {
+bool IsaHas(dnnl::cpu_isa feature) {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto want = static_cast<unsigned>(feature);
+  return (isa & want) == want;  // oneDNN's ISA values are nested bit masks
+}
+}  // namespace
+
+bool DnnlHasNativeBf16() {
+  static const bool bf16 = IsaHas(dnnl::cpu_isa::avx512_core_bf16);
+  return bf16;
+}
+
+bool DnnlInt8IsExact(DataType activations, const Tensor& weights) {
+  static const bool vnni = IsaHas(dnnl::cpu_isa::avx512_core_vnni);
+  if (vnni) return true;
+  if (activations != DataType::kUInt8 || weights.dtype() != DataType::kInt8) return false;
+  const int8_t* w = weights.data<int8_t>();
+  for (int64_t i = 0; i < weights.NumElements(); ++i) {
+    if (w[i] < -64 || w[i] > 63) return false;
+  }
+  return true;
+}
+
 dnnl::memory::data_type ToDnnl(DataType t) {
   using dt = dnnl::memory::data_type;
   switch (t) {

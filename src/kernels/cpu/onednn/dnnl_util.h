@@ -32,6 +32,21 @@ dnnl::memory::dims PlainStrides(const dnnl::memory::dims& dims);
 dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims,
                              dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
 
+// CPU features of the kernels oneDNN picks, as oneDNN sees them (ONEDNN_MAX_CPU_ISA applies).
+// Native bf16 arithmetic (avx512_core_bf16 and up); without it oneDNN emulates bf16 (avx512_core)
+// or has no bf16 convolution / matmul at all (AVX2).
+bool DnnlHasNativeBf16();
+
+// Whether oneDNN's int8 convolution / matmul computes exactly for `activations` (uint8/int8)
+// against the int8 `weights`. With avx512_core_vnni int8 dot products accumulate in int32
+// (vpdpbusd): always. Otherwise oneDNN multiplies u8 x s8 with vpmaddubsw, whose int16 sum of two
+// adjacent products saturates (oneDNN "Nuances of int8 computations"): exact only when every
+// weight fits 7 bits ([-64, 63]: 2 * 255 * 64 <= 32767, what quantizers with reduce_range write
+// for such CPUs); and s8 activations are shifted to u8 with the weights halved (rounded) in the
+// weights reorder (oneDNN 2.6 does that below avx512_core_vnni, avx2_vnni included), so they are
+// never exact there. Callers use their int32 reference when this is false.
+bool DnnlInt8IsExact(DataType activations, const Tensor& weights);
+
 // Thread-safety of cached primitives. Debian's oneDNN 2.6 is built with
 // DNNL_ENABLE_CONCURRENT_EXEC=OFF: in the default (library) scratchpad mode all primitives of a
 // thread share one scratchpad, so a primitive must not run from two threads at once nor move

@@ -43,6 +43,9 @@ StatusOr<std::unique_ptr<DnnlQConv>> DnnlQConv::Create(QConvParams p) {
     return InvalidArgument("bias must have one value per output channel");
   }
   if (p.group < 1 || m % p.group != 0) return InvalidArgument("bad group");
+  if (!DnnlInt8IsExact(p.x_type, p.weights)) {
+    return Unimplemented("oneDNN int8 conv would saturate on this CPU (no AVX-512 VNNI)");
+  }
   return std::unique_ptr<DnnlQConv>(new DnnlQConv(std::move(p)));
 }
 

@@ -54,7 +54,8 @@ Shape ChannelsFirstShape(const Shape& nhwc);
 class DnnlQConv {
  public:
   // Validates the parameters; fails (and the caller keeps its reference path) when oneDNN cannot
-  // take them.
+  // take them, or would not compute them exactly on this CPU (DnnlInt8IsExact: without AVX-512
+  // VNNI only uint8 x with 7-bit weights).
   static StatusOr<std::unique_ptr<DnnlQConv>> Create(QConvParams params);
   // y (allocated by the caller with OutputShape(), type y_type or float32 with residual) =
   // QLinearConv(x) [+ Z]. `z` is required with residual and ignored otherwise; it may share y's

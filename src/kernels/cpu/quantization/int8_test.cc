@@ -34,13 +34,14 @@ struct Case {
   int y_zp = 0;
   bool per_channel = true;
   bool bias = true;
+  int w_lo = -127, w_hi = 127;  // weight range
 };
 
 void CheckCase(const Case& c) {
   SCOPED_TRACE(c.name);
   Tensor x =
       c.uint8_x ? RandomInts<uint8_t>(c.x, 0, 255, 1) : RandomInts<int8_t>(c.x, -128, 127, 1);
-  Tensor w = RandomInts<int8_t>(c.w, -127, 127, 2);
+  Tensor w = RandomInts<int8_t>(c.w, c.w_lo, c.w_hi, 2);
   const int64_t m = c.w[0];
   std::vector<float> scales(c.per_channel ? m : 1);
   for (size_t i = 0; i < scales.size(); ++i) scales[i] = 0.001f * (1 + i % 7);
@@ -100,6 +101,29 @@ TEST(QLinearConvDnnlTest, MatchesReference) {
   for (const Case& c : cases) CheckCase(c);
 }
 
+// Weights within 7 bits with uint8 x: oneDNN's int8 convolution is exact on every CPU (without
+// AVX-512 VNNI too, where full-range weights take the reference: conv_dnnl.h): oneDNN runs it.
+TEST(QLinearConvDnnlTest, SevenBitWeightsMatchReference) {
+  Case c{"3x3 pad 1, 7-bit weights",
+         {2, 16, 9, 9},
+         {32, 16, 3, 3},
+         {{"pads", AttrInts({1, 1, 1, 1})}}};
+  c.w_lo = -64;
+  c.w_hi = 63;
+  CheckCase(c);
+  c = {"grouped, 7-bit weights",
+       {1, 8, 11, 11},
+       {16, 4, 3, 3},
+       {{"group", AttrInt(2)}},
+       true,
+       100,
+       true,
+       10};
+  c.w_lo = -64;
+  c.w_hi = 63;
+  CheckCase(c);
+}
+
 TEST(QLinearConvDnnlTest, BadInputsFail) {
   Tensor w = RandomInts<int8_t>({4, 3, 3, 3}, -127, 127, 2);
   std::vector<Tensor> inputs = {
@@ -132,6 +156,15 @@ TEST(MatMulIntegerDnnlTest, MatchesReference) {
     ASSERT_TRUE(fast.ok()) << fast.status().ToString();
     ASSERT_TRUE(ref.ok()) << ref.status().ToString();
     EXPECT_EQ((*fast)[0].shape(), (Shape{2, 7, 33}));
+    ExpectTensorNear((*fast)[0], (*ref)[0], 0, 0);
+  }
+  {  // uint8 A with 7-bit B: oneDNN on every CPU (DnnlInt8IsExact), still exact.
+    Tensor a = RandomInts<uint8_t>({2, 7, 48}, 0, 255, 4);
+    Tensor b = RandomInts<int8_t>({48, 33}, -64, 63, 5);
+    Tensor azp = Tensor::Scalar<uint8_t>(131);
+    auto fast = RunNode("MatMulInteger", {}, {a, b, azp}, 1, 13, {1});
+    auto ref = RunNode("MatMulInteger", {}, {a, b, azp}, 1, 13);
+    ASSERT_TRUE(fast.ok() && ref.ok()) << fast.status().ToString() << ref.status().ToString();
     ExpectTensorNear((*fast)[0], (*ref)[0], 0, 0);
   }
   // K mismatch and a zero point of the wrong type fail cleanly.

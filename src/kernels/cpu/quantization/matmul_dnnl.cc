@@ -22,6 +22,11 @@ StatusOr<std::unique_ptr<DnnlQMatMul>> DnnlQMatMul::Create(const Tensor& b) {
   return std::unique_ptr<DnnlQMatMul>(new DnnlQMatMul(b.Clone()));
 }
 
+DnnlQMatMul::DnnlQMatMul(Tensor b)
+    : b_(std::move(b)),
+      exact_u8_(DnnlInt8IsExact(DataType::kUInt8, b_)),
+      exact_s8_(DnnlInt8IsExact(DataType::kInt8, b_)) {}
+
 StatusOr<std::shared_ptr<const DnnlQMatMul::Plan>> DnnlQMatMul::GetPlan(int64_t m,
                                                                         DataType a_type) const {
   auto key = std::make_pair(m, static_cast<int>(a_type));
@@ -54,6 +59,10 @@ StatusOr<std::shared_ptr<const DnnlQMatMul::Plan>> DnnlQMatMul::GetPlan(int64_t 
 Status DnnlQMatMul::Run(const Node& node, const Tensor& a, int32_t a_zero_point, Tensor* y) const {
   return DnnlTry(node, [&]() -> Status {
     const int64_t m = a.dim(a.rank() - 1) > 0 ? a.NumElements() / a.dim(a.rank() - 1) : 0;
+    if (!Takes(a.dtype())) {
+      return FailedPrecondition(
+          "{}: oneDNN int8 matmul would saturate on this CPU (no AVX-512 VNNI)", node.Describe());
+    }
     if (m == 0 || n() == 0) return Status::Ok();
     ASSIGN_OR_RETURN(auto plan, GetPlan(m, a.dtype()));
     dnnl::engine& eng = DnnlEngine();

@@ -322,7 +322,8 @@ StatusOr<std::vector<int32_t>> MatMulZeroPoints(const Tensor* zp, int64_t n, con
 }
 
 // MatMulInteger; with a constant int8 2-D B whose zero points are 0 (what `inferd quantize
-// --dynamic` writes) it runs on oneDNN's int8 matmul (quant_matmul_dnnl.h).
+// --dynamic` writes) it runs on oneDNN's int8 matmul (matmul_dnnl.h) where that is exact on this
+// CPU (DnnlQMatMul::Takes).
 class MatMulIntegerKernel final : public OpKernel {
  public:
   Status Init(const KernelInfo& info) override {
@@ -352,8 +353,8 @@ class MatMulIntegerKernel final : public OpKernel {
       return InvalidArgument("MatMulInteger a_zero_point type {} differs from A type {}",
                              DataTypeName(a_zp->dtype()), DataTypeName(a->dtype()));
     }
-    if (fast_ && a->rank() >= 2 && a->dim(a->rank() - 1) == fast_->k() &&
-        (a_zp == nullptr || a_zp->NumElements() == 1)) {
+    if (fast_ && fast_->Takes(a->dtype()) && a->rank() >= 2 &&
+        a->dim(a->rank() - 1) == fast_->k() && (a_zp == nullptr || a_zp->NumElements() == 1)) {
       Shape out = a->shape();
       out.back() = fast_->n();
       Tensor* y = ctx.AllocateOutput(0, DataType::kInt32, out);
