@@ -147,8 +147,11 @@ class ModelManager {
   // selects load (optimize, warm up) while the running ones keep serving; versions whose files and
   // config did not change are kept as they are; readiness switches atomically once the new
   // versions are ready; replaced versions then finish the requests they accepted and are freed.
-  // A version that fails to load leaves the running one serving (Index() shows the reason); the
-  // failure is returned as a Status too. Loads and unloads are serialized.
+  // A version that fails to load leaves its running copy serving; Index() shows the reason. The
+  // Status is an error only when the load made no version ready (unreadable config, no version
+  // folder, every selected version failed); then the running versions, if any, keep serving.
+  // A failure of some versions while others are ready is reported in Index() and the log only.
+  // Loads and unloads are serialized.
   Status LoadModel(const std::string& name) EXCLUDES(load_mu_, mu_);
   // Unloads a model: it stays in Index() as UNAVAILABLE ("unloaded"), new requests get
   // UNAVAILABLE, requests already accepted still complete, then its memory is freed (returns once
