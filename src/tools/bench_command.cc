@@ -115,8 +115,9 @@ StatusOr<Feeds> MakeFeeds(const Session& session, const BenchOptions& options,
                           const std::map<std::string, Shape>& overrides) {
   const std::vector<ValueInfo>& decl = session.inputs();
   for (const auto& [name, shape] : overrides) {
+    // An init-capture: clang 14 (scripts/check_thread_safety.sh) cannot capture a binding.
     if (std::none_of(decl.begin(), decl.end(),
-                     [&](const ValueInfo& v) { return v.name == name; })) {
+                     [&name = name](const ValueInfo& v) { return v.name == name; })) {
       return InvalidArgument("--input-shape: the model has no input '{}'", name);
     }
   }
