@@ -8,7 +8,8 @@ quantized models with `inferd run` on the held-out digits and checks top-1 accur
   int4 weights (the Gemms)                     within 0.5 points of FP32
 and, when ONNX Runtime (bench/node_modules/onnxruntime-node) is installed, that the INT8 QDQ file
 inferd writes runs in ONNX Runtime and agrees with inferd's outputs (top-1 agreement >= 99%,
-logits SQNR >= 30 dB). Prints a markdown table (used for docs/quantization.md).
+logits SQNR >= 30 dB; on a CPU without VNNI, where ONNX Runtime's int8 kernels saturate, top-1
+agreement >= 99% and inferd's logits at least as close to FP32 as ONNX Runtime's). Prints a markdown table (used for docs/quantization.md).
 
 Usage: digits_accuracy.py --inferd build/inferd --work-dir DIR [--data build/digits]
 """
@@ -28,6 +29,13 @@ def run(cmd):
     if r.returncode != 0:
         sys.exit(f"FAILED: {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
     return r.stdout
+
+
+def cpu_has_vnni():
+    """Whether the CPU has VNNI int8 dot products (AVX512_VNNI or AVX_VNNI)."""
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split() for line in f if line.startswith("flags")), [])
+    return "avx512_vnni" in flags or "avx_vnni" in flags
 
 
 def sqnr(ref, test):
@@ -94,8 +102,19 @@ def main():
         ort_line = (f"ONNX Runtime on the same INT8 QDQ file: top-1 agreement with inferd "
                     f"{agree:.2f}%, logits SQNR {s:.1f} dB, ORT top-1 "
                     f"{float((ort_logits.argmax(1) == labels).mean() * 100):.2f}%")
-        if agree < 99.0 or s < 30.0:
-            failures.append("ONNX Runtime disagrees with inferd on the INT8 model: " + ort_line)
+        if cpu_has_vnni():
+            if agree < 99.0 or s < 30.0:
+                failures.append("ONNX Runtime disagrees with inferd on the INT8 model: " + ort_line)
+        else:
+            # Without VNNI, ONNX Runtime's u8 x s8 kernels (vpmaddubsw) saturate int16 pair sums
+            # (its docs' reason for reduce_range), while inferd falls back to exact int32 kernels
+            # (kernels/cpu/onednn/dnnl_util.h DnnlInt8IsExact): the runtimes then differ by ORT's
+            # error. Required: the same top-1 answers, and inferd no farther from FP32 than ORT.
+            ort_vs_fp32, inferd_vs_fp32 = sqnr(fp32, ort_logits), sqnr(fp32, int8_logits)
+            ort_line += (f"; no VNNI on this CPU: logits SQNR vs FP32 {ort_vs_fp32:.1f} dB (ORT), "
+                         f"{inferd_vs_fp32:.1f} dB (inferd)")
+            if agree < 99.0 or inferd_vs_fp32 < ort_vs_fp32:
+                failures.append("ONNX Runtime disagrees with inferd on the INT8 model: " + ort_line)
 
     print(f"digits CNN, {len(labels)} held-out samples")
     print("| precision | calibration | file size (KB) | top-1 (%) | change (points) | logits SQNR vs FP32 (dB) |")
