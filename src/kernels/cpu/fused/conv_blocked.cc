@@ -48,14 +48,7 @@ using tag = memory::format_tag;
 // nChw16c and falls back to its reference kernel: ResNet-50 took 225 s per image that way on an
 // AVX2-only AMD EPYC (Zen 3), against ~0.1 s with nChw8c. The block is fixed per process, so every
 // BlockedConv writing a tensor and every one reading it agree.
-int64_t Block() {
-  static const int64_t block = [] {
-    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-    const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
-    return (isa & avx512) == avx512 ? int64_t{16} : int64_t{8};
-  }();
-  return block;
-}
+int64_t Block() { return DnnlHasAvx512() ? 16 : 8; }
 memory::format_tag BlockedTag() {
   return Block() == 16 ? memory::format_tag::nChw16c : memory::format_tag::nChw8c;
 }

@@ -19,6 +19,11 @@ bool IsaHas(dnnl::cpu_isa feature) {
 }
 }  // namespace
 
+bool DnnlHasAvx512() {
+  static const bool avx512 = IsaHas(dnnl::cpu_isa::avx512_core);
+  return avx512;
+}
+
 bool DnnlHasNativeBf16() {
   static const bool bf16 = IsaHas(dnnl::cpu_isa::avx512_core_bf16);
   return bf16;

@@ -33,6 +33,9 @@ dnnl::memory::desc PlainDesc(const dnnl::memory::dims& dims,
                              dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
 
 // CPU features of the kernels oneDNN picks, as oneDNN sees them (ONEDNN_MAX_CPU_ISA applies).
+// AVX-512 (avx512_core and up): oneDNN's f32 convolutions block channels by 16 (nChw16c); below
+// it by 8 (nChw8c, its AVX2 kernels).
+bool DnnlHasAvx512();
 // Native bf16 arithmetic (avx512_core_bf16 and up); without it oneDNN emulates bf16 (avx512_core)
 // or has no bf16 convolution / matmul at all (AVX2).
 bool DnnlHasNativeBf16();
