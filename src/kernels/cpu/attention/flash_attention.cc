@@ -1,0 +1,257 @@
+#include "kernels/cpu/attention/flash_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace inferd::cpu {
+namespace {
+
+// Keys per chunk: the unit of the online softmax (one max/rescale per row per chunk) and the
+// width of the score micro-kernel (4 vectors of 8).
+constexpr int64_t kChunk = 32;
+// Rows (heads × query rows) per sub-tile: the scaled queries, scores and accumulators of a
+// sub-tile (~48 · (head_dim + value_dim + 32) floats) stay in L1/L2 while K/V stream through.
+constexpr int64_t kTileRows = 48;
+
+typedef float V8 __attribute__((vector_size(32)));
+typedef float V8u __attribute__((vector_size(32), aligned(4), may_alias));
+
+inline V8 Load(const float* p) { return *reinterpret_cast<const V8u*>(p); }
+inline void Store(float* p, V8 v) { *reinterpret_cast<V8u*>(p) = v; }
+inline V8 Splat(float x) { return V8{x, x, x, x, x, x, x, x}; }
+inline int64_t RoundUp8(int64_t n) { return (n + 7) / 8 * 8; }
+
+// e^x for x <= 0 (scores minus the row max), Cephes' polynomial; vectorizes.
+inline float ExpNonPositive(float x) {
+  x = std::max(x, -87.3f);
+  const float fx = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float r = x - fx * 0.693359375f + fx * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.f;
+  const int32_t bits = (static_cast<int32_t>(fx) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+
+// s[r][0..32) = q[r] · kt[:, 0..32) for MR rows: q rows of length d (stride d), kt the chunk's
+// keys transposed ([d][32]). Vectorized over keys, so no horizontal sums.
+template <int MR>
+inline void ScoreRows(const float* q, int64_t d, const float* kt, float* s) {
+  V8 acc[MR][4] = {};
+  for (int64_t x = 0; x < d; ++x) {
+    const float* kr = kt + x * kChunk;
+    const V8 k0 = Load(kr), k1 = Load(kr + 8), k2 = Load(kr + 16), k3 = Load(kr + 24);
+    for (int r = 0; r < MR; ++r) {
+      const V8 qb = Splat(q[r * d + x]);
+      acc[r][0] += qb * k0;
+      acc[r][1] += qb * k1;
+      acc[r][2] += qb * k2;
+      acc[r][3] += qb * k3;
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    for (int v = 0; v < 4; ++v) Store(s + r * kChunk + v * 8, acc[r][v]);
+  }
+}
+
+void ScoreTile(const float* q, int64_t rows, int64_t d, const float* kt, float* s) {
+  int64_t r = 0;
+  for (; r + 3 <= rows; r += 3) ScoreRows<3>(q + r * d, d, kt, s + r * kChunk);
+  if (rows - r == 2) ScoreRows<2>(q + r * d, d, kt, s + r * kChunk);
+  if (rows - r == 1) ScoreRows<1>(q + r * d, d, kt, s + r * kChunk);
+}
+
+// o[r][c0..c0+8·NV) += Σ_k p[r][k] · v[k][c0..]: MR rows, NV vectors of columns, nk keys.
+template <int MR, int NV>
+inline void AccumulateRows(const float* p, int64_t nk, const float* v, int64_t ldv, float* o,
+                           int64_t ldo) {
+  V8 acc[MR][NV];
+  for (int r = 0; r < MR; ++r) {
+    for (int c = 0; c < NV; ++c) acc[r][c] = Load(o + r * ldo + c * 8);
+  }
+  for (int64_t k = 0; k < nk; ++k) {
+    V8 vv[NV];
+    for (int c = 0; c < NV; ++c) vv[c] = Load(v + k * ldv + c * 8);
+    for (int r = 0; r < MR; ++r) {
+      const V8 pb = Splat(p[r * kChunk + k]);
+      for (int c = 0; c < NV; ++c) acc[r][c] += pb * vv[c];
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    for (int c = 0; c < NV; ++c) Store(o + r * ldo + c * 8, acc[r][c]);
+  }
+}
+
+template <int MR>
+void AccumulateColumns(const float* p, int64_t nk, const float* v, int64_t dv8, float* o) {
+  int64_t c = 0;
+  for (; c + 32 <= dv8; c += 32) AccumulateRows<MR, 4>(p, nk, v + c, dv8, o + c, dv8);
+  for (; c < dv8; c += 8) AccumulateRows<MR, 1>(p, nk, v + c, dv8, o + c, dv8);
+}
+
+// o[rows][dv8] += p[rows][nk] · v[nk][dv8].
+void AccumulateTile(const float* p, int64_t rows, int64_t nk, const float* v, int64_t dv8,
+                    float* o) {
+  int64_t r = 0;
+  for (; r + 3 <= rows; r += 3) AccumulateColumns<3>(p + r * kChunk, nk, v, dv8, o + r * dv8);
+  if (rows - r == 2) AccumulateColumns<2>(p + r * kChunk, nk, v, dv8, o + r * dv8);
+  if (rows - r == 1) AccumulateColumns<1>(p + r * kChunk, nk, v, dv8, o + r * dv8);
+}
+
+// Per-thread working set of one sub-tile.
+struct Scratch {
+  std::vector<float> buf;
+  float *q, *kt, *vc, *s, *o, *m, *l;
+
+  void Reserve(int64_t rows, int64_t d, int64_t dv8) {
+    const int64_t n = rows * d + d * kChunk + kChunk * dv8 + rows * kChunk + rows * dv8 + 2 * rows;
+    if (buf.size() < static_cast<size_t>(n)) buf.resize(n);
+    q = buf.data();
+    kt = q + rows * d;
+    vc = kt + d * kChunk;
+    s = vc + kChunk * dv8;
+    o = s + rows * kChunk;
+    m = o + rows * dv8;
+    l = m + rows;
+  }
+};
+
+// Copies keys [c0, c0+nk) transposed into kt ([d][32], zero past nk) and values into vc
+// ([nk][dv8], zero-padded columns).
+void GatherChunk(const AttentionTile& t, int64_t c0, int64_t nk, int64_t dv8, Scratch& w) {
+  const int64_t d = t.head_dim, dv = t.value_dim;
+  if (nk < kChunk) {
+    for (int64_t x = 0; x < d; ++x) std::fill(w.kt + x * kChunk + nk, w.kt + (x + 1) * kChunk, 0.f);
+  }
+  for (int64_t k = 0; k < nk; ++k) {
+    const float* kr = t.key.Row(c0 + k);
+    for (int64_t x = 0; x < d; ++x) w.kt[x * kChunk + k] = kr[x];
+    const float* vr = t.value.Row(c0 + k);
+    float* vd = w.vc + k * dv8;
+    std::memcpy(vd, vr, dv * sizeof(float));
+    std::fill(vd + dv, vd + dv8, 0.f);
+  }
+}
+
+// Online-softmax update of row i for a chunk whose first n keys it sees: turns the scores into
+// probabilities (zero past n), updates the running max m and sum l, rescales the accumulator.
+void SoftmaxRow(float* s, int64_t n, const float* mask, int64_t mask_step, float* m, float* l,
+                float* o, int64_t dv8) {
+  if (mask != nullptr) {
+    for (int64_t k = 0; k < n; ++k) s[k] += mask[k * mask_step];
+  }
+  float mx = *m;
+  for (int64_t k = 0; k < n; ++k) mx = std::max(mx, s[k]);
+  if (mx == -std::numeric_limits<float>::infinity()) n = 0;  // fully masked so far: no weight
+  float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t k = 0; k < kChunk; ++k) {
+    const float e = k < n ? ExpNonPositive(s[k] - mx) : 0.f;
+    s[k] = e;
+    sum += e;
+  }
+  if (n == 0) return;
+  if (mx != *m) {
+    const float alpha = *m == -std::numeric_limits<float>::infinity() ? 0.f : std::exp(*m - mx);
+#pragma omp simd
+    for (int64_t c = 0; c < dv8; ++c) o[c] *= alpha;
+    *l *= alpha;
+    *m = mx;
+  }
+  *l += sum;
+}
+
+// Rows [j0, j1) of every head of the tile.
+void SubTile(const AttentionTile& t, int64_t j0, int64_t j1, Scratch& w) {
+  const int64_t d = t.head_dim, dv8 = RoundUp8(t.value_dim), nr = j1 - j0;
+  const int64_t rows = t.num_heads * nr;
+  w.Reserve(rows, d, dv8);
+  auto limit = [&](int64_t j) {
+    return t.causal_offset < 0 ? t.num_keys : std::min(t.num_keys, t.causal_offset + j + 1);
+  };
+  for (int64_t h = 0; h < t.num_heads; ++h) {
+    for (int64_t j = j0; j < j1; ++j) {
+      const float* src = t.q + h * t.q_head_stride + j * t.q_row_stride;
+      float* dst = w.q + (h * nr + j - j0) * d;
+      for (int64_t x = 0; x < d; ++x) dst[x] = src[x] * t.scale;
+    }
+  }
+  std::fill(w.o, w.o + rows * dv8, 0.f);
+  std::fill(w.m, w.m + rows, -std::numeric_limits<float>::infinity());
+  std::fill(w.l, w.l + rows, 0.f);
+  const int64_t key_end = limit(j1 - 1);
+  for (int64_t c0 = 0; c0 < key_end; c0 += kChunk) {
+    const int64_t nk = std::min(kChunk, key_end - c0);
+    GatherChunk(t, c0, nk, dv8, w);
+    ScoreTile(w.q, rows, d, w.kt, w.s);
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t h = i / nr, j = j0 + i % nr;
+      const int64_t n = std::clamp<int64_t>(limit(j) - c0, 0, nk);
+      const float* mask = t.mask == nullptr ? nullptr
+                                            : t.mask + h * t.mask_head_stride +
+                                                  j * t.mask_row_stride + c0 * t.mask_key_stride;
+      SoftmaxRow(w.s + i * kChunk, n, mask, t.mask_key_stride, w.m + i, w.l + i, w.o + i * dv8,
+                 dv8);
+    }
+    AccumulateTile(w.s, rows, nk, w.vc, dv8, w.o);
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t h = i / nr, j = j0 + i % nr;
+    float* dst = t.out + h * t.out_head_stride + j * t.out_row_stride;
+    const float inv = w.l[i] > 0.f ? 1.f / w.l[i] : 0.f;
+    for (int64_t c = 0; c < t.value_dim; ++c) dst[c] = w.o[i * dv8 + c] * inv;
+  }
+}
+
+}  // namespace
+
+void FlashAttention(const AttentionTile& tile) {
+  if (tile.num_rows <= 0 || tile.num_heads <= 0) return;
+  thread_local Scratch scratch;
+  const int64_t step = std::max<int64_t>(1, kTileRows / tile.num_heads);
+  for (int64_t j0 = 0; j0 < tile.num_rows; j0 += step) {
+    SubTile(tile, j0, std::min(tile.num_rows, j0 + step), scratch);
+  }
+}
+
+void ReferenceAttention(const AttentionTile& t) {
+  std::vector<double> s;
+  for (int64_t h = 0; h < t.num_heads; ++h) {
+    for (int64_t j = 0; j < t.num_rows; ++j) {
+      const int64_t n =
+          t.causal_offset < 0 ? t.num_keys : std::min(t.num_keys, t.causal_offset + j + 1);
+      const float* q = t.q + h * t.q_head_stride + j * t.q_row_stride;
+      float* out = t.out + h * t.out_head_stride + j * t.out_row_stride;
+      s.assign(n, 0.0);
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t k = 0; k < n; ++k) {
+        const float* kr = t.key.Row(k);
+        double dot = 0;
+        for (int64_t x = 0; x < t.head_dim; ++x) dot += double{q[x]} * kr[x];
+        s[k] = dot * t.scale;
+        if (t.mask != nullptr) {
+          s[k] += t.mask[h * t.mask_head_stride + j * t.mask_row_stride + k * t.mask_key_stride];
+        }
+        mx = std::max(mx, s[k]);
+      }
+      double sum = 0;
+      for (int64_t k = 0; k < n; ++k) sum += s[k] = std::isinf(mx) ? 0.0 : std::exp(s[k] - mx);
+      for (int64_t c = 0; c < t.value_dim; ++c) {
+        double acc = 0;
+        for (int64_t k = 0; k < n; ++k) acc += s[k] * t.value.Row(k)[c];
+        out[c] = static_cast<float>(sum > 0 ? acc / sum : 0.0);
+      }
+    }
+  }
+}
+
+}  // namespace inferd::cpu

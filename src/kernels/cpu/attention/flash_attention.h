@@ -1,0 +1,64 @@
+// Tiled attention with an online softmax (the flash-attention scheme) for one group of query
+// heads that share their keys and values: the kernel behind ai.inferd.PagedAttention (paged K/V,
+// decoder) and usable for dense K/V (encoder attention).
+//
+// For every query row, out = softmax(scale · q · Kᵀ [+ mask]) · V over the keys the row may see,
+// computed 32 keys at a time: each chunk of K is scored against all rows of the tile at once
+// (one register-blocked product), the running row max and sum are updated and the accumulated
+// output rescaled, then the chunk's probabilities times V are added. The full score matrix never
+// exists; memory is O(rows · head_dim) per thread. Each K/V row is read once per tile, for all
+// heads of the tile (grouped-query attention reads a KV block once for its whole group).
+//
+// Vectorized with GCC vector extensions (8 floats), so it compiles for any x86-64 target and
+// uses AVX2/AVX-512 registers when the build enables them (-march=native by default).
+#pragma once
+
+#include <cstdint>
+
+namespace inferd::cpu {
+
+// Where the K (or V) row of each key position is: dense rows, or rows in fixed-size blocks that
+// a block table maps to physical blocks (vLLM's paged layout).
+struct KvRows {
+  const float* data = nullptr;        // dense: row 0; paged: row 0 of physical block 0
+  int64_t row_stride = 0;             // elements between consecutive rows of a block
+  const int64_t* block_table = nullptr;  // nullptr: dense; else physical block of logical block b
+  int64_t block_size = 0;             // rows per block (paged)
+  int64_t block_stride = 0;           // elements between consecutive physical blocks (paged)
+
+  const float* Row(int64_t pos) const {
+    if (block_table == nullptr) return data + pos * row_stride;
+    return data + block_table[pos / block_size] * block_stride + (pos % block_size) * row_stride;
+  }
+};
+
+// One attention problem: `num_heads` query heads × `num_rows` query rows against the same keys.
+// Row (h, j) reads q + h·q_head_stride + j·q_row_stride (head_dim floats) and writes
+// out + h·out_head_stride + j·out_row_stride (value_dim floats). Every key position the rows can
+// see must be readable through `key` and `value` (block-table entries valid); the caller checks.
+struct AttentionTile {
+  const float* q = nullptr;
+  int64_t q_head_stride = 0, q_row_stride = 0;
+  float* out = nullptr;
+  int64_t out_head_stride = 0, out_row_stride = 0;
+  int64_t num_heads = 1, num_rows = 0;
+  int64_t head_dim = 0, value_dim = 0;
+  float scale = 1.f;
+  KvRows key, value;
+  int64_t num_keys = 0;       // keys 0..num_keys-1 exist
+  int64_t causal_offset = -1;  // >= 0: row j sees keys 0..causal_offset + j only (decoder)
+  // Optional additive mask: row (h, j), key k adds mask[h·mask_head_stride + j·mask_row_stride +
+  // k·mask_key_stride] to the scaled score (strides 0 broadcast).
+  const float* mask = nullptr;
+  int64_t mask_head_stride = 0, mask_row_stride = 0, mask_key_stride = 0;
+};
+
+// Computes one tile (single-threaded; callers parallelize over tiles). Rows that see no key get
+// zeros. Uses a per-thread scratch buffer that grows to the largest tile and is reused.
+void FlashAttention(const AttentionTile& tile);
+
+// The same result by the textbook method (materialized scores, softmax in double), for tests and
+// benchmarks.
+void ReferenceAttention(const AttentionTile& tile);
+
+}  // namespace inferd::cpu
