@@ -15,9 +15,12 @@ constexpr int64_t kChunk = 32;
 // Rows (heads × query rows) per sub-tile: the scaled queries, scores and accumulators of a
 // sub-tile (~48 · (head_dim + value_dim + 32) floats) stay in L1/L2 while K/V stream through.
 constexpr int64_t kTileRows = 48;
+// Up to this many rows, keys are scored in place (DotTile) rather than transposed (ScoreTile).
+constexpr int64_t kDirectRows = 4;
 
 typedef float V8 __attribute__((vector_size(32)));
 typedef float V8u __attribute__((vector_size(32), aligned(4), may_alias));
+typedef int32_t V8i __attribute__((vector_size(32)));
 
 inline V8 Load(const float* p) { return *reinterpret_cast<const V8u*>(p); }
 inline void Store(float* p, V8 v) { *reinterpret_cast<V8u*>(p) = v; }
@@ -70,47 +73,94 @@ void ScoreTile(const float* q, int64_t rows, int64_t d, const float* kt, float* 
   if (rows - r == 1) ScoreRows<1>(q + r * d, d, kt, s + r * kChunk);
 }
 
-// o[r][c0..c0+8·NV) += Σ_k p[r][k] · v[k][c0..]: MR rows, NV vectors of columns, nk keys.
+// o[r][c0..c0+8·NV) += Σ_k p[r][k] · v[k][c0..]: MR rows, NV vectors of columns, nk keys
+// whose value rows are v[k] (padded to a multiple of 8 columns).
 template <int MR, int NV>
-inline void AccumulateRows(const float* p, int64_t nk, const float* v, int64_t ldv, float* o,
-                           int64_t ldo) {
+inline void AccumulateRows(const float* p, int64_t nk, const float* const* v, int64_t c0,
+                           float* o, int64_t ldo) {
   V8 acc[MR][NV];
   for (int r = 0; r < MR; ++r) {
-    for (int c = 0; c < NV; ++c) acc[r][c] = Load(o + r * ldo + c * 8);
+    for (int c = 0; c < NV; ++c) acc[r][c] = Load(o + r * ldo + c0 + c * 8);
   }
   for (int64_t k = 0; k < nk; ++k) {
     V8 vv[NV];
-    for (int c = 0; c < NV; ++c) vv[c] = Load(v + k * ldv + c * 8);
+    for (int c = 0; c < NV; ++c) vv[c] = Load(v[k] + c0 + c * 8);
     for (int r = 0; r < MR; ++r) {
       const V8 pb = Splat(p[r * kChunk + k]);
       for (int c = 0; c < NV; ++c) acc[r][c] += pb * vv[c];
     }
   }
   for (int r = 0; r < MR; ++r) {
-    for (int c = 0; c < NV; ++c) Store(o + r * ldo + c * 8, acc[r][c]);
+    for (int c = 0; c < NV; ++c) Store(o + r * ldo + c0 + c * 8, acc[r][c]);
   }
 }
 
 template <int MR>
-void AccumulateColumns(const float* p, int64_t nk, const float* v, int64_t dv8, float* o) {
+void AccumulateColumns(const float* p, int64_t nk, const float* const* v, int64_t dv8, float* o) {
   int64_t c = 0;
-  for (; c + 32 <= dv8; c += 32) AccumulateRows<MR, 4>(p, nk, v + c, dv8, o + c, dv8);
-  for (; c < dv8; c += 8) AccumulateRows<MR, 1>(p, nk, v + c, dv8, o + c, dv8);
+  for (; c + 32 <= dv8; c += 32) AccumulateRows<MR, 4>(p, nk, v, c, o, dv8);
+  for (; c < dv8; c += 8) AccumulateRows<MR, 1>(p, nk, v, c, o, dv8);
 }
 
-// o[rows][dv8] += p[rows][nk] · v[nk][dv8].
-void AccumulateTile(const float* p, int64_t rows, int64_t nk, const float* v, int64_t dv8,
-                    float* o) {
+// o[rows][dv8] += p[rows][nk] · V[nk][dv8].
+void AccumulateTile(const float* p, int64_t rows, int64_t nk, const float* const* v,
+                    int64_t dv8, float* o) {
   int64_t r = 0;
   for (; r + 3 <= rows; r += 3) AccumulateColumns<3>(p + r * kChunk, nk, v, dv8, o + r * dv8);
   if (rows - r == 2) AccumulateColumns<2>(p + r * kChunk, nk, v, dv8, o + r * dv8);
   if (rows - r == 1) AccumulateColumns<1>(p + r * kChunk, nk, v, dv8, o + r * dv8);
 }
 
+inline float Hsum(V8 v) {
+  v += __builtin_shuffle(v, (V8i){4, 5, 6, 7, 0, 1, 2, 3});
+  v += __builtin_shuffle(v, (V8i){2, 3, 0, 1, 6, 7, 4, 5});
+  v += __builtin_shuffle(v, (V8i){1, 0, 3, 2, 5, 4, 7, 6});
+  return v[0];
+}
+
+// s[r][k0..k0+NK) = q[r] · key[k] for MR rows read straight from the key rows (no copy): the
+// few-rows case (decode), where transposing the chunk would cost as much as scoring it. NK keys
+// at a time keep NK·MR independent FMA chains in flight. d is a multiple of 8.
+template <int MR, int NK>
+inline void DotRows(const float* q, int64_t d, const float* const* key, float* s) {
+  V8 acc[MR][NK] = {};
+  for (int64_t x = 0; x < d; x += 8) {
+    V8 kv[NK];
+    for (int k = 0; k < NK; ++k) kv[k] = Load(key[k] + x);
+    for (int r = 0; r < MR; ++r) {
+      const V8 qv = Load(q + r * d + x);
+      for (int k = 0; k < NK; ++k) acc[r][k] += qv * kv[k];
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    for (int k = 0; k < NK; ++k) s[r * kChunk + k] = Hsum(acc[r][k]);
+  }
+}
+
+template <int MR>
+void DotKeys(const float* q, int64_t d, const float* const* key, int64_t nk, float* s) {
+  constexpr int kKeys = MR <= 2 ? 4 : 2;
+  int64_t k = 0;
+  for (; k + kKeys <= nk; k += kKeys) DotRows<MR, kKeys>(q, d, key + k, s + k);
+  for (; k < nk; ++k) DotRows<MR, 1>(q, d, key + k, s + k);
+}
+
+// Scores of up to kDirectRows rows against nk keys read in place.
+void DotTile(const float* q, int64_t rows, int64_t d, const float* const* key, int64_t nk,
+             float* s) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) DotKeys<4>(q + r * d, d, key, nk, s + r * kChunk);
+  if (rows - r == 3) DotKeys<3>(q + r * d, d, key, nk, s + r * kChunk);
+  if (rows - r == 2) DotKeys<2>(q + r * d, d, key, nk, s + r * kChunk);
+  if (rows - r == 1) DotKeys<1>(q + r * d, d, key, nk, s + r * kChunk);
+}
+
 // Per-thread working set of one sub-tile.
 struct Scratch {
   std::vector<float> buf;
   float *q, *kt, *vc, *s, *o, *m, *l;
+  const float* key_rows[kChunk];
+  const float* value_rows[kChunk];
 
   void Reserve(int64_t rows, int64_t d, int64_t dv8) {
     const int64_t n = rows * d + d * kChunk + kChunk * dv8 + rows * kChunk + rows * dv8 + 2 * rows;
@@ -125,20 +175,33 @@ struct Scratch {
   }
 };
 
-// Copies keys [c0, c0+nk) transposed into kt ([d][32], zero past nk) and values into vc
-// ([nk][dv8], zero-padded columns).
-void GatherChunk(const AttentionTile& t, int64_t c0, int64_t nk, int64_t dv8, Scratch& w) {
+// Finds the K/V rows of keys [c0, c0+nk). Unless `direct`, copies the keys transposed into kt
+// ([d][32], zero past nk). Value rows are used in place when value_dim is a multiple of 8, else
+// copied into vc with zero-padded columns.
+void GatherChunk(const AttentionTile& t, int64_t c0, int64_t nk, int64_t dv8, bool direct,
+                 Scratch& w) {
   const int64_t d = t.head_dim, dv = t.value_dim;
-  if (nk < kChunk) {
-    for (int64_t x = 0; x < d; ++x) std::fill(w.kt + x * kChunk + nk, w.kt + (x + 1) * kChunk, 0.f);
-  }
   for (int64_t k = 0; k < nk; ++k) {
-    const float* kr = t.key.Row(c0 + k);
-    for (int64_t x = 0; x < d; ++x) w.kt[x * kChunk + k] = kr[x];
-    const float* vr = t.value.Row(c0 + k);
-    float* vd = w.vc + k * dv8;
-    std::memcpy(vd, vr, dv * sizeof(float));
-    std::fill(vd + dv, vd + dv8, 0.f);
+    w.key_rows[k] = t.key.Row(c0 + k);
+    w.value_rows[k] = t.value.Row(c0 + k);
+  }
+  if (!direct) {
+    if (nk < kChunk) {
+      for (int64_t x = 0; x < d; ++x) {
+        std::fill(w.kt + x * kChunk + nk, w.kt + (x + 1) * kChunk, 0.f);
+      }
+    }
+    for (int64_t k = 0; k < nk; ++k) {
+      for (int64_t x = 0; x < d; ++x) w.kt[x * kChunk + k] = w.key_rows[k][x];
+    }
+  }
+  if (dv != dv8) {
+    for (int64_t k = 0; k < nk; ++k) {
+      float* vd = w.vc + k * dv8;
+      std::memcpy(vd, w.value_rows[k], dv * sizeof(float));
+      std::fill(vd + dv, vd + dv8, 0.f);
+      w.value_rows[k] = vd;
+    }
   }
 }
 
@@ -189,10 +252,15 @@ void SubTile(const AttentionTile& t, int64_t j0, int64_t j1, Scratch& w) {
   std::fill(w.m, w.m + rows, -std::numeric_limits<float>::infinity());
   std::fill(w.l, w.l + rows, 0.f);
   const int64_t key_end = limit(j1 - 1);
+  const bool direct = rows <= kDirectRows && d % 8 == 0;
   for (int64_t c0 = 0; c0 < key_end; c0 += kChunk) {
     const int64_t nk = std::min(kChunk, key_end - c0);
-    GatherChunk(t, c0, nk, dv8, w);
-    ScoreTile(w.q, rows, d, w.kt, w.s);
+    GatherChunk(t, c0, nk, dv8, direct, w);
+    if (direct) {
+      DotTile(w.q, rows, d, w.key_rows, nk, w.s);
+    } else {
+      ScoreTile(w.q, rows, d, w.kt, w.s);
+    }
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t h = i / nr, j = j0 + i % nr;
       const int64_t n = std::clamp<int64_t>(limit(j) - c0, 0, nk);
@@ -202,7 +270,7 @@ void SubTile(const AttentionTile& t, int64_t j0, int64_t j1, Scratch& w) {
       SoftmaxRow(w.s + i * kChunk, n, mask, t.mask_key_stride, w.m + i, w.l + i, w.o + i * dv8,
                  dv8);
     }
-    AccumulateTile(w.s, rows, nk, w.vc, dv8, w.o);
+    AccumulateTile(w.s, rows, nk, w.value_rows, dv8, w.o);
   }
   for (int64_t i = 0; i < rows; ++i) {
     const int64_t h = i / nr, j = j0 + i % nr;
