@@ -10,6 +10,11 @@
 #include <random>
 #include <vector>
 
+#include <dnnl.h>
+
+#include <cmath>
+
+#include "kernels/cpu/attention/flash_attention.h"
 #include "kernels/cpu/attention/paged_attention.h"
 
 namespace inferd::cpu {
@@ -86,6 +91,83 @@ void Reference(benchmark::State& state) { Run(state, true); }
 
 // Decode: 16 sequences x 1024 context (GPT-2-small heads; Llama-style GQA 12/4).
 // Prefill: one 512-token prompt.
+// Encoder (BERT-base) attention of one sequence: Q/K/V [seq, 12·64], a [seq] additive mask.
+// EncoderFlash is what ai.inferd.Attention runs (FlashAttention per 48-row block of each head);
+// EncoderSgemm is its previous method (materialized scores: sgemm, masked softmax, sgemm per
+// head), kept here as the baseline. Args: seq, threads.
+struct Encoder {
+  static constexpr int64_t kHeads = 12, kDim = 64, kHidden = kHeads * kDim;
+  int64_t seq;
+  std::vector<float> q, k, v, mask, y;
+  explicit Encoder(int64_t s) : seq(s), q(s * kHidden), k(s * kHidden), v(s * kHidden), mask(s),
+                                y(s * kHidden) {
+    std::mt19937 rng(2);
+    std::uniform_real_distribution<float> dist(-1.f, 1.f);
+    for (auto* x : {&q, &k, &v}) {
+      for (float& e : *x) e = dist(rng);
+    }
+    for (int64_t j = 0; j < s; ++j) mask[j] = j < s * 7 / 8 ? 0.f : -10000.f;  // padding
+  }
+};
+
+void EncoderFlash(benchmark::State& state) {
+  Encoder e(state.range(0));
+  omp_set_num_threads(static_cast<int>(state.range(1)));
+  const int64_t blocks = (e.seq + kFlashTileRows - 1) / kFlashTileRows;
+  for (auto _ : state) {
+#pragma omp parallel for schedule(static)
+    for (int64_t w = 0; w < Encoder::kHeads * blocks; ++w) {
+      const int64_t h = w / blocks, j0 = w % blocks * kFlashTileRows;
+      AttentionTile t;
+      t.q = e.q.data() + j0 * Encoder::kHidden + h * Encoder::kDim;
+      t.q_row_stride = Encoder::kHidden;
+      t.out = e.y.data() + j0 * Encoder::kHidden + h * Encoder::kDim;
+      t.out_row_stride = Encoder::kHidden;
+      t.num_rows = std::min(kFlashTileRows, e.seq - j0);
+      t.head_dim = t.value_dim = Encoder::kDim;
+      t.scale = 0.125f;
+      t.key = {e.k.data() + h * Encoder::kDim, Encoder::kHidden};
+      t.value = {e.v.data() + h * Encoder::kDim, Encoder::kHidden};
+      t.num_keys = e.seq;
+      t.mask = e.mask.data();
+      t.mask_key_stride = 1;
+      FlashAttention(t);
+    }
+    benchmark::DoNotOptimize(e.y.data());
+  }
+}
+
+void EncoderSgemm(benchmark::State& state) {
+  Encoder e(state.range(0));
+  omp_set_num_threads(static_cast<int>(state.range(1)));
+  const int64_t n = e.seq, hd = Encoder::kHidden;
+  for (auto _ : state) {
+#pragma omp parallel for schedule(static)
+    for (int64_t h = 0; h < Encoder::kHeads; ++h) {
+      thread_local std::vector<float> scores;
+      scores.resize(n * n);
+      const float* qp = e.q.data() + h * Encoder::kDim;
+      const float* kp = e.k.data() + h * Encoder::kDim;
+      dnnl_sgemm('N', 'T', n, n, Encoder::kDim, 0.125f, qp, hd, kp, hd, 0.f, scores.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        float* s = scores.data() + i * n;
+        float mx = -INFINITY, sum = 0.f;
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, s[j] += e.mask[j]);
+        for (int64_t j = 0; j < n; ++j) sum += s[j] = std::exp(s[j] - mx);
+        for (int64_t j = 0; j < n; ++j) s[j] /= sum;
+      }
+      dnnl_sgemm('N', 'N', n, Encoder::kDim, n, 1.f, scores.data(), n,
+                 e.v.data() + h * Encoder::kDim, hd, 0.f, e.y.data() + h * Encoder::kDim, hd);
+    }
+    benchmark::DoNotOptimize(e.y.data());
+  }
+}
+
+BENCHMARK(EncoderFlash)->ArgNames({"seq", "threads"})->Args({128, 1})->Args({128, 2})
+    ->Args({512, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(EncoderSgemm)->ArgNames({"seq", "threads"})->Args({128, 1})->Args({128, 2})
+    ->Args({512, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
+
 #define CASES(fn)                                                             \
   BENCHMARK(fn)                                                               \
       ->ArgNames({"seqs", "ctx", "new", "H", "Hkv", "D", "threads"})          \

@@ -12,9 +12,9 @@ namespace {
 // Keys per chunk: the unit of the online softmax (one max/rescale per row per chunk) and the
 // width of the score micro-kernel (4 vectors of 8).
 constexpr int64_t kChunk = 32;
-// Rows (heads × query rows) per sub-tile: the scaled queries, scores and accumulators of a
-// sub-tile (~48 · (head_dim + value_dim + 32) floats) stay in L1/L2 while K/V stream through.
-constexpr int64_t kTileRows = 48;
+// Rows per sub-tile: the scaled queries, scores and accumulators of a sub-tile
+// (~48 · (head_dim + value_dim + 32) floats) stay in L1/L2 while K/V stream through.
+constexpr int64_t kTileRows = kFlashTileRows;
 // Up to this many rows, keys are scored in place (DotTile) rather than transposed (ScoreTile).
 constexpr int64_t kDirectRows = 4;
 

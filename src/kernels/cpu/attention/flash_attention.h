@@ -53,6 +53,10 @@ struct AttentionTile {
   int64_t mask_head_stride = 0, mask_row_stride = 0, mask_key_stride = 0;
 };
 
+// Rows (heads × query rows) FlashAttention works on at a time; callers splitting a problem into
+// parallel tiles do best with multiples of it.
+inline constexpr int64_t kFlashTileRows = 48;
+
 // Computes one tile (single-threaded; callers parallelize over tiles). Rows that see no key get
 // zeros. Uses a per-thread scratch buffer that grows to the largest tile and is reused.
 void FlashAttention(const AttentionTile& tile);

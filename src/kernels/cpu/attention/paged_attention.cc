@@ -14,7 +14,7 @@ namespace {
 
 // Query rows (heads × tokens) per work item: one FlashAttention sub-tile, so a prefill splits
 // into enough items to keep every thread busy.
-constexpr int64_t kItemRows = 48;
+constexpr int64_t kItemRows = kFlashTileRows;
 
 // One unit of parallel work: a query-token range of one sequence, all heads of one KV group.
 struct WorkItem {

@@ -2,65 +2,19 @@
 // AttentionFusion (src/optimizer/attention_fusion.cc); schema in docs/optimizer.md.
 //
 // Q [B, Sq, H·D], K [B, Skv, H·D], V [B, Skv, H·Dv] are the projections before the split into
-// heads; Y [B, Sq, H·Dv] is the context after the heads are merged back. For each (batch, head)
-// pair, in parallel: S = scale · Q_h · K_hᵀ (one sgemm reading the head's columns in place),
-// S += mask, row softmax, Y_h = S · V_h (one sgemm writing the head's columns in place). Only one
-// head's [Sq, Skv] scores exist at a time per thread; the head split/merge transposes never
-// materialize.
-#include <dnnl.h>
-
+// heads; Y [B, Sq, H·Dv] is the context after the heads are merged back. For each (batch, head,
+// block of 48 query rows), in parallel: attention/flash_attention.h's tiled online softmax (32 keys at
+// a time, scores never materialized), reading each head's columns of Q/K/V in place and writing
+// its columns of Y; the head split/merge transposes never materialize.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <vector>
 
+#include "kernels/cpu/attention/flash_attention.h"
 #include "kernels/cpu/fused/register.h"
 #include "kernels/cpu/util/kernel_util.h"
 
 namespace inferd::cpu {
 namespace {
-
-// e^x for x <= 0 (softmax after subtracting the row max), Cephes' polynomial; vectorizes.
-inline float ExpNonPositive(float x) {
-  x = std::max(x, -87.3f);
-  const float fx = std::floor(x * 1.44269504088896341f + 0.5f);
-  const float r = x - fx * 0.693359375f + fx * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.f;
-  const int32_t bits = (static_cast<int32_t>(fx) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return p * scale;
-}
-
-// Softmax of one row in place, after adding the mask row (element stride mask_step, 0 = scalar).
-void MaskedSoftmaxRow(float* s, int64_t n, const float* mask, int64_t mask_step) {
-  if (mask != nullptr) {
-    if (mask_step == 1) {
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) s[j] += mask[j];
-    } else {
-      for (int64_t j = 0; j < n; ++j) s[j] += mask[j * mask_step];
-    }
-  }
-  float mx = s[0];
-#pragma omp simd reduction(max : mx)
-  for (int64_t j = 0; j < n; ++j) mx = std::max(mx, s[j]);
-  float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j < n; ++j) {
-    s[j] = ExpNonPositive(s[j] - mx);
-    sum += s[j];
-  }
-  const float inv = 1.f / sum;
-#pragma omp simd
-  for (int64_t j = 0; j < n; ++j) s[j] *= inv;
-}
 
 class AttentionKernel final : public OpKernel {
  public:
@@ -120,7 +74,7 @@ class AttentionKernel final : public OpKernel {
         stride *= md;
       }
     }
-    // Every head writes its columns of every row (sgemm with beta 0 never reads them first).
+    // Every head writes its columns of every row.
     Tensor* y = ctx.AllocateOutputUninitialized(0, DataType::kFloat32, {b, sq, hdv});
     if (b * sq * hdv == 0) return Status::Ok();
     if (skv == 0) return InvalidArgument("{}: K/V sequence is empty", node.Describe());
@@ -130,36 +84,33 @@ class AttentionKernel final : public OpKernel {
     const float* vd = v->data<float>();
     const float* maskd = mask ? mask->data<float>() : nullptr;
     float* yd = y->data<float>();
-    Status status = Status::Ok();
-    ParallelFor(b * h, 1, [&](int64_t begin, int64_t end) {
-      thread_local std::vector<float> scores;  // grows to the largest [Sq, Skv], then reused
-      if (scores.size() < static_cast<size_t>(sq * skv)) scores.resize(sq * skv);
-      float* s = scores.data();
-      for (int64_t bh = begin; bh < end; ++bh) {
-        const int64_t bi = bh / h, hi = bh % h;
-        const float* qp = qd + bi * sq * hd + hi * d;
-        const float* kp = kd + bi * skv * hd + hi * d;
-        const float* vp = vd + bi * skv * hdv + hi * dv;
-        float* yp = yd + bi * sq * hdv + hi * dv;
-        if (dnnl_sgemm('N', 'T', sq, skv, d, scale, qp, hd, kp, hd, 0.f, s, skv) !=
-            dnnl_success) {
-#pragma omp critical
-          status = Internal("{}: sgemm failed", node.Describe());
-          return;
+    // Work items: (batch, head, block of kFlashTileRows query rows), all of equal cost.
+    const int64_t blocks = (sq + kFlashTileRows - 1) / kFlashTileRows;
+    ParallelFor(b * h * blocks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t w = begin; w < end; ++w) {
+        const int64_t bi = w / (h * blocks), hi = w / blocks % h;
+        const int64_t j0 = w % blocks * kFlashTileRows;
+        AttentionTile t;
+        t.q = qd + (bi * sq + j0) * hd + hi * d;
+        t.q_row_stride = hd;
+        t.out = yd + (bi * sq + j0) * hdv + hi * dv;
+        t.out_row_stride = hdv;
+        t.num_rows = std::min(kFlashTileRows, sq - j0);
+        t.head_dim = d;
+        t.value_dim = dv;
+        t.scale = scale;
+        t.key = {kd + bi * skv * hd + hi * d, hd};
+        t.value = {vd + bi * skv * hdv + hi * dv, hdv};
+        t.num_keys = skv;
+        if (maskd != nullptr) {
+          t.mask = maskd + bi * ms[0] + hi * ms[1] + j0 * ms[2];
+          t.mask_row_stride = ms[2];
+          t.mask_key_stride = ms[3];
         }
-        for (int64_t i = 0; i < sq; ++i) {
-          const float* mrow = maskd ? maskd + bi * ms[0] + hi * ms[1] + i * ms[2] : nullptr;
-          MaskedSoftmaxRow(s + i * skv, skv, mrow, ms[3]);
-        }
-        if (dnnl_sgemm('N', 'N', sq, dv, skv, 1.f, s, skv, vp, hdv, 0.f, yp, hdv) !=
-            dnnl_success) {
-#pragma omp critical
-          status = Internal("{}: sgemm failed", node.Describe());
-          return;
-        }
+        FlashAttention(t);
       }
     });
-    return status;
+    return Status::Ok();
   }
 
  private:
