@@ -27,24 +27,6 @@ inline void Store(float* p, V8 v) { *reinterpret_cast<V8u*>(p) = v; }
 inline V8 Splat(float x) { return V8{x, x, x, x, x, x, x, x}; }
 inline int64_t RoundUp8(int64_t n) { return (n + 7) / 8 * 8; }
 
-// e^x for x <= 0 (scores minus the row max), Cephes' polynomial; vectorizes.
-inline float ExpNonPositive(float x) {
-  x = std::max(x, -87.3f);
-  const float fx = std::floor(x * 1.44269504088896341f + 0.5f);
-  const float r = x - fx * 0.693359375f + fx * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.f;
-  const int32_t bits = (static_cast<int32_t>(fx) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return p * scale;
-}
-
 // s[r][0..32) = q[r] · kt[:, 0..32) for MR rows: q rows of length d (stride d), kt the chunk's
 // keys transposed ([d][32]). Vectorized over keys, so no horizontal sums.
 template <int MR>
@@ -205,32 +187,74 @@ void GatherChunk(const AttentionTile& t, int64_t c0, int64_t nk, int64_t dv8, bo
   }
 }
 
-// Online-softmax update of row i for a chunk whose first n keys it sees: turns the scores into
-// probabilities (zero past n), updates the running max m and sum l, rescales the accumulator.
+// e^x for x <= 0 on 8 lanes: ExpNonPositive with round-to-nearest range reduction (the same
+// r ∈ [-ln2/2, ln2/2] for the polynomial).
+inline V8 ExpV8(V8 x) {
+  x = x < Splat(-87.3f) ? Splat(-87.3f) : x;
+  const V8 fx = (x * 1.44269504088896341f + 12582912.f) - 12582912.f;  // rint, |x·log2e| < 2^22
+  const V8 r = x - fx * 0.693359375f + fx * 2.12194440e-4f;
+  V8 p = Splat(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.f;
+  const V8i bits = (__builtin_convertvector(fx, V8i) + 127) << 23;
+  V8 scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+
+inline float Hmax(V8 v) {
+  v = v > __builtin_shuffle(v, (V8i){4, 5, 6, 7, 0, 1, 2, 3}) ? v
+                                                              : __builtin_shuffle(v, (V8i){4, 5, 6, 7, 0, 1, 2, 3});
+  v = v > __builtin_shuffle(v, (V8i){2, 3, 0, 1, 6, 7, 4, 5}) ? v
+                                                              : __builtin_shuffle(v, (V8i){2, 3, 0, 1, 6, 7, 4, 5});
+  return std::max(v[0], v[1]);
+}
+
+// Online-softmax update of one row for a chunk whose first n keys it sees: turns its 32 scores
+// into probabilities (zero past n), updates the running max m and sum l, rescales the
+// accumulator o. All on 4 vectors.
 void SoftmaxRow(float* s, int64_t n, const float* mask, int64_t mask_step, float* m, float* l,
                 float* o, int64_t dv8) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   if (mask != nullptr) {
-    for (int64_t k = 0; k < n; ++k) s[k] += mask[k * mask_step];
+    if (mask_step == 1) {
+#pragma omp simd
+      for (int64_t k = 0; k < n; ++k) s[k] += mask[k];
+    } else {
+      for (int64_t k = 0; k < n; ++k) s[k] += mask[k * mask_step];
+    }
   }
-  float mx = *m;
-  for (int64_t k = 0; k < n; ++k) mx = std::max(mx, s[k]);
-  if (mx == -std::numeric_limits<float>::infinity()) n = 0;  // fully masked so far: no weight
-  float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t k = 0; k < kChunk; ++k) {
-    const float e = k < n ? ExpNonPositive(s[k] - mx) : 0.f;
-    s[k] = e;
+  const V8i lane = {0, 1, 2, 3, 4, 5, 6, 7};
+  V8 v[4];
+  V8i valid[4];
+  V8 vmax = Splat(*m);
+  for (int c = 0; c < 4; ++c) {
+    valid[c] = lane + 8 * c < static_cast<int32_t>(n);
+    v[c] = valid[c] ? Load(s + 8 * c) : Splat(kNegInf);
+    vmax = vmax > v[c] ? vmax : v[c];
+  }
+  const float mx = Hmax(vmax);
+  if (mx == kNegInf) {  // nothing seen yet (or all masked out): no weight
+    for (int c = 0; c < 4; ++c) Store(s + 8 * c, V8{});
+    return;
+  }
+  V8 sum = {};
+  for (int c = 0; c < 4; ++c) {
+    const V8 e = valid[c] ? ExpV8(v[c] - mx) : V8{};
+    Store(s + 8 * c, e);
     sum += e;
   }
-  if (n == 0) return;
   if (mx != *m) {
-    const float alpha = *m == -std::numeric_limits<float>::infinity() ? 0.f : std::exp(*m - mx);
-#pragma omp simd
-    for (int64_t c = 0; c < dv8; ++c) o[c] *= alpha;
+    const float alpha = *m == kNegInf ? 0.f : std::exp(*m - mx);
+    for (int64_t c = 0; c < dv8; c += 8) Store(o + c, Load(o + c) * alpha);
     *l *= alpha;
     *m = mx;
   }
-  *l += sum;
+  *l += Hsum(sum);
 }
 
 // Rows [j0, j1) of every head of the tile.
