@@ -157,6 +157,29 @@ struct Scratch {
   }
 };
 
+// out[j·32 + i] = rows[i][x + j] for i, j < 8: the unpack / shuffle / lane-permute 8x8 transpose.
+inline void Transpose8x8(const float* const* rows, int64_t x, float* out) {
+  const V8i lo = {0, 8, 1, 9, 4, 12, 5, 13}, hi = {2, 10, 3, 11, 6, 14, 7, 15};
+  const V8i even = {0, 1, 8, 9, 4, 5, 12, 13}, odd = {2, 3, 10, 11, 6, 7, 14, 15};
+  const V8i low_half = {0, 1, 2, 3, 8, 9, 10, 11}, high_half = {4, 5, 6, 7, 12, 13, 14, 15};
+  V8 r[8], t[8], u[8];
+  for (int i = 0; i < 8; ++i) r[i] = Load(rows[i] + x);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = __builtin_shuffle(r[i], r[i + 1], lo);
+    t[i + 1] = __builtin_shuffle(r[i], r[i + 1], hi);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = __builtin_shuffle(t[i], t[i + 2], even);
+    u[i + 1] = __builtin_shuffle(t[i], t[i + 2], odd);
+    u[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], even);
+    u[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], odd);
+  }
+  for (int j = 0; j < 4; ++j) {
+    Store(out + j * kChunk, __builtin_shuffle(u[j], u[j + 4], low_half));
+    Store(out + (j + 4) * kChunk, __builtin_shuffle(u[j], u[j + 4], high_half));
+  }
+}
+
 // Finds the K/V rows of keys [c0, c0+nk). Unless `direct`, copies the keys transposed into kt
 // ([d][32], zero past nk). Value rows are used in place when value_dim is a multiple of 8, else
 // copied into vc with zero-padded columns.
@@ -173,7 +196,11 @@ void GatherChunk(const AttentionTile& t, int64_t c0, int64_t nk, int64_t dv8, bo
         std::fill(w.kt + x * kChunk + nk, w.kt + (x + 1) * kChunk, 0.f);
       }
     }
-    for (int64_t k = 0; k < nk; ++k) {
+    const int64_t k8 = d % 8 == 0 ? nk / 8 * 8 : 0;
+    for (int64_t k = 0; k < k8; k += 8) {
+      for (int64_t x = 0; x < d; x += 8) Transpose8x8(w.key_rows + k, x, w.kt + x * kChunk + k);
+    }
+    for (int64_t k = k8; k < nk; ++k) {
       for (int64_t x = 0; x < d; ++x) w.kt[x * kChunk + k] = w.key_rows[k][x];
     }
   }
