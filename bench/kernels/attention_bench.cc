@@ -184,6 +184,23 @@ BENCHMARK(EncoderSgemm)->ArgNames({"seq", "threads"})->Args({128, 1})->Args({128
 CASES(Fast);
 CASES(Reference);
 
+// Sums a 256 MiB buffer: this machine's read bandwidth on `threads` threads, the bound for the
+// decode cases (compare bytes_per_second). Arg: threads.
+void MemoryRead(benchmark::State& state) {
+  std::vector<float> buf(64 << 20, 1.f);
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  const int64_t n = static_cast<int64_t>(buf.size());
+  for (auto _ : state) {
+    float sum = 0.f;
+#pragma omp parallel for simd reduction(+ : sum) schedule(static)
+    for (int64_t i = 0; i < n; ++i) sum += buf[i];
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetBytesProcessed(state.iterations() * n * 4);
+}
+BENCHMARK(MemoryRead)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 }  // namespace
 }  // namespace inferd::cpu
 
