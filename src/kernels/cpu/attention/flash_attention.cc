@@ -6,6 +6,12 @@
 #include <limits>
 #include <vector>
 
+// Without AVX (a build for baseline x86-64), GCC warns that 32-byte vector arguments change the
+// ABI; every function passing them has internal linkage, so no ABI is shared with anyone.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
 namespace inferd::cpu {
 namespace {
 
@@ -94,9 +100,9 @@ void AccumulateTile(const float* p, int64_t rows, int64_t nk, const float* const
 }
 
 inline float Hsum(V8 v) {
-  v += __builtin_shuffle(v, (V8i){4, 5, 6, 7, 0, 1, 2, 3});
-  v += __builtin_shuffle(v, (V8i){2, 3, 0, 1, 6, 7, 4, 5});
-  v += __builtin_shuffle(v, (V8i){1, 0, 3, 2, 5, 4, 7, 6});
+  v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3);
+  v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5);
+  v += __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6);
   return v[0];
 }
 
@@ -159,24 +165,22 @@ struct Scratch {
 
 // out[j·32 + i] = rows[i][x + j] for i, j < 8: the unpack / shuffle / lane-permute 8x8 transpose.
 inline void Transpose8x8(const float* const* rows, int64_t x, float* out) {
-  const V8i lo = {0, 8, 1, 9, 4, 12, 5, 13}, hi = {2, 10, 3, 11, 6, 14, 7, 15};
-  const V8i even = {0, 1, 8, 9, 4, 5, 12, 13}, odd = {2, 3, 10, 11, 6, 7, 14, 15};
-  const V8i low_half = {0, 1, 2, 3, 8, 9, 10, 11}, high_half = {4, 5, 6, 7, 12, 13, 14, 15};
   V8 r[8], t[8], u[8];
   for (int i = 0; i < 8; ++i) r[i] = Load(rows[i] + x);
   for (int i = 0; i < 8; i += 2) {
-    t[i] = __builtin_shuffle(r[i], r[i + 1], lo);
-    t[i + 1] = __builtin_shuffle(r[i], r[i + 1], hi);
+    t[i] = __builtin_shufflevector(r[i], r[i + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[i + 1] = __builtin_shufflevector(r[i], r[i + 1], 2, 10, 3, 11, 6, 14, 7, 15);
   }
   for (int i = 0; i < 8; i += 4) {
-    u[i] = __builtin_shuffle(t[i], t[i + 2], even);
-    u[i + 1] = __builtin_shuffle(t[i], t[i + 2], odd);
-    u[i + 2] = __builtin_shuffle(t[i + 1], t[i + 3], even);
-    u[i + 3] = __builtin_shuffle(t[i + 1], t[i + 3], odd);
+    u[i] = __builtin_shufflevector(t[i], t[i + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[i + 1] = __builtin_shufflevector(t[i], t[i + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    u[i + 2] = __builtin_shufflevector(t[i + 1], t[i + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+    u[i + 3] = __builtin_shufflevector(t[i + 1], t[i + 3], 2, 3, 10, 11, 6, 7, 14, 15);
   }
   for (int j = 0; j < 4; ++j) {
-    Store(out + j * kChunk, __builtin_shuffle(u[j], u[j + 4], low_half));
-    Store(out + (j + 4) * kChunk, __builtin_shuffle(u[j], u[j + 4], high_half));
+    Store(out + j * kChunk, __builtin_shufflevector(u[j], u[j + 4], 0, 1, 2, 3, 8, 9, 10, 11));
+    Store(out + (j + 4) * kChunk,
+          __builtin_shufflevector(u[j], u[j + 4], 4, 5, 6, 7, 12, 13, 14, 15));
   }
 }
 
@@ -233,11 +237,11 @@ inline V8 ExpV8(V8 x) {
   return p * scale;
 }
 
+inline V8 Max(V8 a, V8 b) { return a > b ? a : b; }
+
 inline float Hmax(V8 v) {
-  v = v > __builtin_shuffle(v, (V8i){4, 5, 6, 7, 0, 1, 2, 3}) ? v
-                                                              : __builtin_shuffle(v, (V8i){4, 5, 6, 7, 0, 1, 2, 3});
-  v = v > __builtin_shuffle(v, (V8i){2, 3, 0, 1, 6, 7, 4, 5}) ? v
-                                                              : __builtin_shuffle(v, (V8i){2, 3, 0, 1, 6, 7, 4, 5});
+  v = Max(v, __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3));
+  v = Max(v, __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5));
   return std::max(v[0], v[1]);
 }
 
@@ -262,7 +266,7 @@ void SoftmaxRow(float* s, int64_t n, const float* mask, int64_t mask_step, float
   for (int c = 0; c < 4; ++c) {
     valid[c] = lane + 8 * c < static_cast<int32_t>(n);
     v[c] = valid[c] ? Load(s + 8 * c) : Splat(kNegInf);
-    vmax = vmax > v[c] ? vmax : v[c];
+    vmax = Max(vmax, v[c]);
   }
   const float mx = Hmax(vmax);
   if (mx == kNegInf) {  // nothing seen yet (or all masked out): no weight
