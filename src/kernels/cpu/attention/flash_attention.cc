@@ -184,16 +184,29 @@ inline void Transpose8x8(const float* const* rows, int64_t x, float* out) {
   }
 }
 
+// rows[k] = r.Row(c0 + k) for k < n, walking the blocks instead of dividing per key.
+void RowPointers(const KvRows& r, int64_t c0, int64_t n, const float** rows) {
+  if (r.block_table == nullptr) {
+    for (int64_t k = 0; k < n; ++k) rows[k] = r.data + (c0 + k) * r.row_stride;
+    return;
+  }
+  int64_t block = c0 / r.block_size, offset = c0 % r.block_size;
+  for (int64_t k = 0; k < n;) {
+    const float* base = r.data + r.block_table[block] * r.block_stride;
+    for (; offset < r.block_size && k < n; ++offset, ++k) rows[k] = base + offset * r.row_stride;
+    ++block;
+    offset = 0;
+  }
+}
+
 // Finds the K/V rows of keys [c0, c0+nk). Unless `direct`, copies the keys transposed into kt
 // ([d][32], zero past nk). Value rows are used in place when value_dim is a multiple of 8, else
 // copied into vc with zero-padded columns.
 void GatherChunk(const AttentionTile& t, int64_t c0, int64_t nk, int64_t dv8, bool direct,
                  Scratch& w) {
   const int64_t d = t.head_dim, dv = t.value_dim;
-  for (int64_t k = 0; k < nk; ++k) {
-    w.key_rows[k] = t.key.Row(c0 + k);
-    w.value_rows[k] = t.value.Row(c0 + k);
-  }
+  RowPointers(t.key, c0, nk, w.key_rows);
+  RowPointers(t.value, c0, nk, w.value_rows);
   if (!direct) {
     if (nk < kChunk) {
       for (int64_t x = 0; x < d; ++x) {
