@@ -4,15 +4,13 @@
 // The last argument of each case is the OpenMP thread count. Decode reports the K/V bytes it
 // reads (bytes_per_second: compare with the machine's memory bandwidth), prefill its FLOP rate.
 #include <benchmark/benchmark.h>
+#include <dnnl.h>
 #include <omp.h>
 
+#include <cmath>
 #include <numeric>
 #include <random>
 #include <vector>
-
-#include <dnnl.h>
-
-#include <cmath>
 
 #include "kernels/cpu/attention/flash_attention.h"
 #include "kernels/cpu/attention/paged_attention.h"
@@ -53,8 +51,23 @@ struct Step {
       starts.push_back(starts.back() + fresh);
       lens.push_back(context);
     }
-    args = {q.data(), k.data(), v.data(), key_cache.data(), value_cache.data(), slots.data(),
-            starts.data(), lens.data(), tables.data(), h, hkv, d, t, seqs, blocks, bs, per_seq,
+    args = {q.data(),
+            k.data(),
+            v.data(),
+            key_cache.data(),
+            value_cache.data(),
+            slots.data(),
+            starts.data(),
+            lens.data(),
+            tables.data(),
+            h,
+            hkv,
+            d,
+            t,
+            seqs,
+            blocks,
+            bs,
+            per_seq,
             0.125f};
   }
 };
@@ -81,9 +94,9 @@ void Run(benchmark::State& state, bool reference) {
   state.SetBytesProcessed(state.iterations() * seqs * ctx * a.num_kv_heads * a.head_dim * 8);
   // Causal pairs: each new token sees the cached prefix plus the new tokens up to itself.
   const double pairs = seqs * fresh * (ctx - fresh + (fresh + 1) / 2.0);
-  state.counters["GFLOPS"] = benchmark::Counter(
-      4.0 * pairs * a.num_heads * a.head_dim * state.iterations() / 1e9,
-      benchmark::Counter::kIsRate);
+  state.counters["GFLOPS"] =
+      benchmark::Counter(4.0 * pairs * a.num_heads * a.head_dim * state.iterations() / 1e9,
+                         benchmark::Counter::kIsRate);
 }
 
 void Fast(benchmark::State& state) { Run(state, false); }
@@ -99,8 +112,8 @@ struct Encoder {
   static constexpr int64_t kHeads = 12, kDim = 64, kHidden = kHeads * kDim;
   int64_t seq;
   std::vector<float> q, k, v, mask, y;
-  explicit Encoder(int64_t s) : seq(s), q(s * kHidden), k(s * kHidden), v(s * kHidden), mask(s),
-                                y(s * kHidden) {
+  explicit Encoder(int64_t s)
+      : seq(s), q(s * kHidden), k(s * kHidden), v(s * kHidden), mask(s), y(s * kHidden) {
     std::mt19937 rng(2);
     std::uniform_real_distribution<float> dist(-1.f, 1.f);
     for (auto* x : {&q, &k, &v}) {
@@ -163,22 +176,32 @@ void EncoderSgemm(benchmark::State& state) {
   }
 }
 
-BENCHMARK(EncoderFlash)->ArgNames({"seq", "threads"})->Args({128, 1})->Args({128, 2})
-    ->Args({512, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(EncoderSgemm)->ArgNames({"seq", "threads"})->Args({128, 1})->Args({128, 2})
-    ->Args({512, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(EncoderFlash)
+    ->ArgNames({"seq", "threads"})
+    ->Args({128, 1})
+    ->Args({128, 2})
+    ->Args({512, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(EncoderSgemm)
+    ->ArgNames({"seq", "threads"})
+    ->Args({128, 1})
+    ->Args({128, 2})
+    ->Args({512, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
-#define CASES(fn)                                                             \
-  BENCHMARK(fn)                                                               \
-      ->ArgNames({"seqs", "ctx", "new", "H", "Hkv", "D", "threads"})          \
-      ->Args({16, 1024, 1, 12, 12, 64, 1})                                    \
-      ->Args({16, 1024, 1, 12, 12, 64, 2})                                    \
-      ->Args({16, 1024, 1, 12, 4, 64, 2})                                     \
-      ->Args({1, 1024, 1, 12, 12, 64, 1})                                     \
-      ->Args({1, 512, 512, 12, 12, 64, 1})                                    \
-      ->Args({1, 512, 512, 12, 12, 64, 2})                                    \
-      ->Args({1, 512, 512, 12, 4, 64, 2})                                     \
-      ->Unit(benchmark::kMillisecond)                                         \
+#define CASES(fn)                                                    \
+  BENCHMARK(fn)                                                      \
+      ->ArgNames({"seqs", "ctx", "new", "H", "Hkv", "D", "threads"}) \
+      ->Args({16, 1024, 1, 12, 12, 64, 1})                           \
+      ->Args({16, 1024, 1, 12, 12, 64, 2})                           \
+      ->Args({16, 1024, 1, 12, 4, 64, 2})                            \
+      ->Args({1, 1024, 1, 12, 12, 64, 1})                            \
+      ->Args({1, 512, 512, 12, 12, 64, 1})                           \
+      ->Args({1, 512, 512, 12, 12, 64, 2})                           \
+      ->Args({1, 512, 512, 12, 4, 64, 2})                            \
+      ->Unit(benchmark::kMillisecond)                                \
       ->UseRealTime()
 
 CASES(Fast);
@@ -198,7 +221,11 @@ void MemoryRead(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * n * 4);
 }
-BENCHMARK(MemoryRead)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)
+BENCHMARK(MemoryRead)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
 }  // namespace

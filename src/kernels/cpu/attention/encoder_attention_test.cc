@@ -16,8 +16,7 @@ using testing::RandomFloat;
 using testing::RunNode;
 
 // q [b, sq, h·d], k [b, skv, h·d], v [b, skv, h·dv], mask [b, mh, msq, skv] (mh, msq 1 or full).
-Tensor Reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
-                 int64_t h) {
+Tensor Reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask, int64_t h) {
   const int64_t b = q.dim(0), sq = q.dim(1), skv = k.dim(1);
   const int64_t d = q.dim(2) / h, dv = v.dim(2) / h;
   Tensor y = Tensor::Allocate(DataType::kFloat32, {b, sq, h * dv});
@@ -36,8 +35,8 @@ Tensor Reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
           s[j] = dot * scale;
           if (mask != nullptr) {
             const int64_t mh = mask->dim(1), msq = mask->dim(2);
-            s[j] += mask->data<float>()[((bi * mh + (mh == 1 ? 0 : hi)) * msq +
-                                         (msq == 1 ? 0 : i)) * skv + j];
+            s[j] += mask->data<
+                float>()[((bi * mh + (mh == 1 ? 0 : hi)) * msq + (msq == 1 ? 0 : i)) * skv + j];
           }
           mx = std::max(mx, s[j]);
         }

@@ -64,8 +64,8 @@ void ScoreTile(const float* q, int64_t rows, int64_t d, const float* kt, float* 
 // o[r][c0..c0+8·NV) += Σ_k p[r][k] · v[k][c0..]: MR rows, NV vectors of columns, nk keys
 // whose value rows are v[k] (padded to a multiple of 8 columns).
 template <int MR, int NV>
-inline void AccumulateRows(const float* p, int64_t nk, const float* const* v, int64_t c0,
-                           float* o, int64_t ldo) {
+inline void AccumulateRows(const float* p, int64_t nk, const float* const* v, int64_t c0, float* o,
+                           int64_t ldo) {
   V8 acc[MR][NV];
   for (int r = 0; r < MR; ++r) {
     for (int c = 0; c < NV; ++c) acc[r][c] = Load(o + r * ldo + c0 + c * 8);
@@ -91,8 +91,8 @@ void AccumulateColumns(const float* p, int64_t nk, const float* const* v, int64_
 }
 
 // o[rows][dv8] += p[rows][nk] · V[nk][dv8].
-void AccumulateTile(const float* p, int64_t rows, int64_t nk, const float* const* v,
-                    int64_t dv8, float* o) {
+void AccumulateTile(const float* p, int64_t rows, int64_t nk, const float* const* v, int64_t dv8,
+                    float* o) {
   int64_t r = 0;
   for (; r + 3 <= rows; r += 3) AccumulateColumns<3>(p + r * kChunk, nk, v, dv8, o + r * dv8);
   if (rows - r == 2) AccumulateColumns<2>(p + r * kChunk, nk, v, dv8, o + r * dv8);

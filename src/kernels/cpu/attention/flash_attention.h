@@ -1,16 +1,19 @@
 // Tiled attention with an online softmax (the flash-attention scheme) for one group of query
 // heads that share their keys and values: the kernel behind ai.inferd.PagedAttention (paged K/V,
-// decoder) and usable for dense K/V (encoder attention).
+// decoder) and of ai.inferd.Attention (dense K/V, encoder).
 //
 // For every query row, out = softmax(scale · q · Kᵀ [+ mask]) · V over the keys the row may see,
-// computed 32 keys at a time: each chunk of K is scored against all rows of the tile at once
-// (one register-blocked product), the running row max and sum are updated and the accumulated
-// output rescaled, then the chunk's probabilities times V are added. The full score matrix never
-// exists; memory is O(rows · head_dim) per thread. Each K/V row is read once per tile, for all
-// heads of the tile (grouped-query attention reads a KV block once for its whole group).
+// computed 32 keys at a time: each chunk of K is scored against all rows of a sub-tile at once
+// (a register-blocked product over the chunk transposed 8x8 in registers; for at most 4 rows,
+// i.e. decode, dot products straight from the K rows), the running row max and sum are updated
+// and the accumulated output rescaled (vectorized exp), then the chunk's probabilities times V
+// are added (V rows read in place). The full score matrix never exists; memory is
+// O(rows · head_dim) per thread. Each K/V row is read once per sub-tile of up to 48 rows, for all
+// heads of the tile: grouped-query attention reads a KV block once for its whole group.
 //
-// Vectorized with GCC vector extensions (8 floats), so it compiles for any x86-64 target and
-// uses AVX2/AVX-512 registers when the build enables them (-march=native by default).
+// Vectorized with GCC/clang vector extensions (8 floats), so it compiles for any x86-64 target
+// and uses AVX2/AVX-512 registers when the build enables them (-march=native by default).
+// Measured: bench/kernels/attention_bench.cc.
 #pragma once
 
 #include <cstdint>
@@ -20,11 +23,11 @@ namespace inferd::cpu {
 // Where the K (or V) row of each key position is: dense rows, or rows in fixed-size blocks that
 // a block table maps to physical blocks (vLLM's paged layout).
 struct KvRows {
-  const float* data = nullptr;        // dense: row 0; paged: row 0 of physical block 0
-  int64_t row_stride = 0;             // elements between consecutive rows of a block
+  const float* data = nullptr;           // dense: row 0; paged: row 0 of physical block 0
+  int64_t row_stride = 0;                // elements between consecutive rows of a block
   const int64_t* block_table = nullptr;  // nullptr: dense; else physical block of logical block b
-  int64_t block_size = 0;             // rows per block (paged)
-  int64_t block_stride = 0;           // elements between consecutive physical blocks (paged)
+  int64_t block_size = 0;                // rows per block (paged)
+  int64_t block_stride = 0;              // elements between consecutive physical blocks (paged)
 
   const float* Row(int64_t pos) const {
     if (block_table == nullptr) return data + pos * row_stride;
@@ -45,7 +48,7 @@ struct AttentionTile {
   int64_t head_dim = 0, value_dim = 0;
   float scale = 1.f;
   KvRows key, value;
-  int64_t num_keys = 0;       // keys 0..num_keys-1 exist
+  int64_t num_keys = 0;        // keys 0..num_keys-1 exist
   int64_t causal_offset = -1;  // >= 0: row j sees keys 0..causal_offset + j only (decoder)
   // Optional additive mask: row (h, j), key k adds mask[h·mask_head_stride + j·mask_row_stride +
   // k·mask_key_stride] to the scaled score (strides 0 broadcast).

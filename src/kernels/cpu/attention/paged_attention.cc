@@ -86,8 +86,10 @@ void WriteCache(const PagedAttentionArgs& a) {
 
 Status CheckPagedAttentionArgs(const PagedAttentionArgs& a) {
   if (a.num_heads <= 0 || a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) {
-    return InvalidArgument("PagedAttention: num_heads {} is not a positive multiple of "
-                           "num_kv_heads {}", a.num_heads, a.num_kv_heads);
+    return InvalidArgument(
+        "PagedAttention: num_heads {} is not a positive multiple of "
+        "num_kv_heads {}",
+        a.num_heads, a.num_kv_heads);
   }
   if (a.head_dim <= 0 || a.block_size <= 0) {
     return InvalidArgument("PagedAttention: head_dim {} and block_size {} must be positive",
@@ -96,28 +98,34 @@ Status CheckPagedAttentionArgs(const PagedAttentionArgs& a) {
   const int64_t slots = a.num_blocks * a.block_size;
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     if (a.slot_mapping[t] < 0 || a.slot_mapping[t] >= slots) {
-      return InvalidArgument("PagedAttention: slot_mapping[{}] = {} is outside the cache's {} "
-                             "slots", t, a.slot_mapping[t], slots);
+      return InvalidArgument(
+          "PagedAttention: slot_mapping[{}] = {} is outside the cache's {} "
+          "slots",
+          t, a.slot_mapping[t], slots);
     }
   }
   if (a.query_start[0] != 0 || a.query_start[a.num_seqs] != a.num_tokens) {
-    return InvalidArgument("PagedAttention: query_start must run from 0 to the {} tokens, got "
-                           "{} .. {}", a.num_tokens, a.query_start[0], a.query_start[a.num_seqs]);
+    return InvalidArgument(
+        "PagedAttention: query_start must run from 0 to the {} tokens, got "
+        "{} .. {}",
+        a.num_tokens, a.query_start[0], a.query_start[a.num_seqs]);
   }
   for (int64_t s = 0; s < a.num_seqs; ++s) {
     const int64_t n = a.query_start[s + 1] - a.query_start[s], len = a.context_lens[s];
     if (n < 0) return InvalidArgument("PagedAttention: query_start decreases at {}", s + 1);
     if (len < n || len > a.max_blocks_per_seq * a.block_size) {
-      return InvalidArgument("PagedAttention: context_lens[{}] = {} must be in [{} new tokens, "
-                             "{} = max_blocks_per_seq * block_size]", s, len, n,
-                             a.max_blocks_per_seq * a.block_size);
+      return InvalidArgument(
+          "PagedAttention: context_lens[{}] = {} must be in [{} new tokens, "
+          "{} = max_blocks_per_seq * block_size]",
+          s, len, n, a.max_blocks_per_seq * a.block_size);
     }
     const int64_t* table = a.block_tables + s * a.max_blocks_per_seq;
     for (int64_t b = 0; b * a.block_size < len; ++b) {
       if (table[b] < 0 || table[b] >= a.num_blocks) {
-        return InvalidArgument("PagedAttention: block_tables[{}][{}] = {} is not a block id "
-                               "(cache has {} blocks; sequence needs {} tokens)", s, b, table[b],
-                               a.num_blocks, len);
+        return InvalidArgument(
+            "PagedAttention: block_tables[{}][{}] = {} is not a block id "
+            "(cache has {} blocks; sequence needs {} tokens)",
+            s, b, table[b], a.num_blocks, len);
       }
     }
   }
@@ -129,8 +137,8 @@ void PagedAttention(const PagedAttentionArgs& a, float* out) {
   const int64_t group = a.num_heads / a.num_kv_heads;
   const std::vector<WorkItem> items = MakeWorkItems(a, std::max<int64_t>(1, kItemRows / group));
   const int64_t n = static_cast<int64_t>(items.size());
-  const int threads = omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(
-                                                  omp_get_max_threads(), n));
+  const int threads =
+      omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(omp_get_max_threads(), n));
 #pragma omp parallel for num_threads(std::max(threads, 1)) schedule(dynamic, 1) if (threads > 1)
   for (int64_t i = 0; i < n; ++i) FlashAttention(MakeTile(a, items[i], out));
 }

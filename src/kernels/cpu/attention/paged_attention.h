@@ -1,6 +1,6 @@
 // ai.inferd.PagedAttention: decoder attention over a paged KV cache (vLLM's layout), for a step
-// that mixes prefill chunks and decodes of several sequences. Contract: /work GEN.md section 2,
-// schema in docs/optimizer.md.
+// that mixes prefill chunks and decodes of several sequences. Schema: docs/optimizer.md (the
+// generation runner's rewrite writes the op and owns the caches).
 //
 // Inputs: query [1, H, T, D], key/value [1, Hkv, T, D] (the step's new tokens, flattened over
 // sequences), key_cache/value_cache [num_blocks, Hkv, block_size, D] (mutated in place),

@@ -11,9 +11,9 @@
 namespace inferd::cpu {
 namespace {
 
-constexpr const char* kInputNames[] = {"query",        "key",         "value",
-                                       "key_cache",    "value_cache", "slot_mapping",
-                                       "query_start",  "context_lens", "block_tables"};
+constexpr const char* kInputNames[] = {"query",       "key",          "value",
+                                       "key_cache",   "value_cache",  "slot_mapping",
+                                       "query_start", "context_lens", "block_tables"};
 constexpr int kRanks[] = {4, 4, 4, 4, 4, 1, 1, 1, 2};
 
 class PagedAttentionKernel final : public OpKernel {
@@ -36,8 +36,7 @@ class PagedAttentionKernel final : public OpKernel {
     for (int i = 0; i < 9; ++i) {
       in[i] = ctx.Input(i);
       if (in[i] == nullptr) {
-        return InvalidArgument("{}: input {} ({}) is required", node.Describe(), i,
-                               kInputNames[i]);
+        return InvalidArgument("{}: input {} ({}) is required", node.Describe(), i, kInputNames[i]);
       }
       const DataType want = i < 5 ? DataType::kFloat32 : DataType::kInt64;
       if (in[i]->dtype() != want || in[i]->rank() != kRanks[i]) {
@@ -77,8 +76,7 @@ class PagedAttentionKernel final : public OpKernel {
           node.Describe(), ShapeToString(q.shape()), ShapeToString(k.shape()),
           ShapeToString(v.shape()), ShapeToString(kc.shape()), ShapeToString(vc.shape()),
           ShapeToString(in[5]->shape()), ShapeToString(in[6]->shape()),
-          ShapeToString(in[7]->shape()), ShapeToString(in[8]->shape()), num_heads_,
-          num_kv_heads_);
+          ShapeToString(in[7]->shape()), ShapeToString(in[8]->shape()), num_heads_, num_kv_heads_);
     }
     a->query = q.data<float>();
     a->key = k.data<float>();
@@ -98,7 +96,8 @@ class PagedAttentionKernel final : public OpKernel {
     a->num_blocks = kc.dim(0);
     a->block_size = kc.dim(2);
     a->max_blocks_per_seq = in[8]->dim(1);
-    a->scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(std::max<int64_t>(d, 1)));
+    a->scale =
+        scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(std::max<int64_t>(d, 1)));
     return Status::Ok();
   }
 

@@ -1,3 +1,5 @@
+#include "kernels/cpu/attention/paged_attention.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -6,7 +8,6 @@
 #include <random>
 
 #include "kernels/cpu/attention/flash_attention.h"
-#include "kernels/cpu/attention/paged_attention.h"
 #include "session/test_util.h"
 
 namespace inferd::cpu {
@@ -116,7 +117,8 @@ Tensor Reference(const Case& c, float scale) {
         double mx = -1e300, sum = 0;
         for (int64_t k = 0; k <= p; ++k) {
           double dot = 0;
-          for (int64_t x = 0; x < d; ++x) dot += double{q[x]} * c.full_k[s][(k * c.hkv + g) * d + x];
+          for (int64_t x = 0; x < d; ++x)
+            dot += double{q[x]} * c.full_k[s][(k * c.hkv + g) * d + x];
           w[k] = dot * scale;
           mx = std::max(mx, w[k]);
         }

@@ -3,8 +3,8 @@
 //
 // Q [B, Sq, H·D], K [B, Skv, H·D], V [B, Skv, H·Dv] are the projections before the split into
 // heads; Y [B, Sq, H·Dv] is the context after the heads are merged back. For each (batch, head,
-// block of 48 query rows), in parallel: attention/flash_attention.h's tiled online softmax (32 keys at
-// a time, scores never materialized), reading each head's columns of Q/K/V in place and writing
+// block of 48 query rows), in parallel: attention/flash_attention.h's tiled online softmax (32 keys
+// at a time, scores never materialized), reading each head's columns of Q/K/V in place and writing
 // its columns of Y; the head split/merge transposes never materialize.
 #include <algorithm>
 #include <cmath>
