@@ -147,12 +147,11 @@ Status PagedModelRunner::CheckChunk(const SequenceChunk& c) const {
 
 std::vector<std::pair<std::string, Tensor>> PagedModelRunner::StepInputs(
     std::span<const SequenceChunk> chunks, std::vector<int64_t>* rows) const {
-  int64_t total = 0, max_blocks = 0;
-  for (const SequenceChunk& c : chunks) {
-    total += static_cast<int64_t>(c.tokens.size());
-    const int64_t ctx = c.start_position + static_cast<int64_t>(c.tokens.size());
-    max_blocks = std::max(max_blocks, (ctx + block_size_ - 1) / block_size_);
-  }
+  int64_t total = 0;
+  for (const SequenceChunk& c : chunks) total += static_cast<int64_t>(c.tokens.size());
+  // Block tables as wide as the context allows, not as the step needs: decode steps of the same
+  // batch then keep one input-shape signature, so they reuse one memory plan.
+  const int64_t max_blocks = (config_.max_context + block_size_ - 1) / block_size_;
   const int64_t num_seqs = static_cast<int64_t>(chunks.size());
   Tensor ids = Tensor::Allocate(DataType::kInt64, {1, total});
   Tensor pos = Tensor::Allocate(DataType::kInt64, {1, total});
