@@ -17,8 +17,10 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 
+#include "graph/onnx_io.h"
 #include "session/session.h"
 
 namespace inferd::gen {
@@ -106,6 +108,40 @@ class Reference {
   int64_t length_ = 0;
 };
 
+// The random-weight test models attend almost uniformly (scores ~0.05), which would hide most
+// attention bugs; this copy multiplies each layer's 1/sqrt(head_dim) score scale by 32, so the
+// softmax is peaked and the logits depend on which keys each query sees. Both the runner and the
+// reference read the copy. Written once per model and process into the test's temp dir.
+fs::path SharpenedModel(const std::string& name, int head_dim) {
+  static std::set<std::string> written;  // this process's copies (a stale one may be on disk)
+  const fs::path dir = fs::path(::testing::TempDir()) / ("sharp_" + name);
+  if (written.count(name)) return dir;
+  written.insert(name);
+  const fs::path src = ModelsDir() / name;
+  auto model = LoadOnnxModel(src / "model.onnx");
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  if (!model.ok()) return src;
+  const float scale = 1.f / std::sqrt(static_cast<float>(head_dim));
+  int sharpened = 0;
+  for (auto& n : model->graph.nodes) {
+    const Tensor* t = n->GetTensor("value");
+    if (n->op_type != "Constant" || t == nullptr || t->dtype() != DataType::kFloat32 ||
+        t->NumElements() != 1 || std::fabs(*t->data<float>() - scale) > 1e-6f) {
+      continue;
+    }
+    Tensor v = t->Clone();
+    *v.data<float>() *= 32;
+    n->attributes["value"].t = v;
+    ++sharpened;
+  }
+  EXPECT_GT(sharpened, 0) << name << ": no attention scale constant to sharpen";
+  fs::create_directories(dir);
+  Status st = SaveOnnxModel(*model, dir / "model.onnx");
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  fs::copy_file(src / "config.json", dir / "config.json", fs::copy_options::overwrite_existing);
+  return dir;
+}
+
 std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<int32_t> t(n);
@@ -115,16 +151,21 @@ std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {
 
 class DecoderModel : public ::testing::TestWithParam<const char*> {
  protected:
-  void Open(int block_size = 4) {
+  // The runner and the reference on the model (sharpened: see SharpenedModel).
+  void Open(int block_size = 4, bool sharpened = true) {
     RunnerOptions o;
     o.block_size = block_size;
     o.kv_cache_bytes = 2 << 20;
     o.num_threads = 1;
-    auto r = CreateDecoderRunner(ModelsDir() / GetParam(), o);
+    auto config = LoadDecoderConfig(ModelsDir() / GetParam() / "config.json");
+    ASSERT_TRUE(config.ok()) << config.status().ToString();
+    const fs::path dir =
+        sharpened ? SharpenedModel(GetParam(), config->head_dim) : ModelsDir() / GetParam();
+    auto r = CreateDecoderRunner(dir, o);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     runner_ = std::move(*r);
     vocab_ = runner_->config().vocab_size;
-    ASSERT_NO_FATAL_FAILURE(ref_.Open(ModelsDir() / GetParam(), runner_->config()));
+    ASSERT_NO_FATAL_FAILURE(ref_.Open(dir, runner_->config()));
   }
   // One sequence's chunk of a step.
   Tensor StepOne(const std::vector<int32_t>& tokens, int64_t start,
@@ -144,7 +185,7 @@ class DecoderModel : public ::testing::TestWithParam<const char*> {
 
 TEST_P(DecoderModel, PrefillMatchesPyTorchReference) {
   REQUIRE_MODEL(GetParam());
-  ASSERT_NO_FATAL_FAILURE(Open(16));
+  ASSERT_NO_FATAL_FAILURE(Open(16, /*sharpened=*/false));
   std::ifstream f(ModelsDir() / GetParam() / "reference.json");
   std::stringstream text;
   text << f.rdbuf();
@@ -254,7 +295,7 @@ TEST_P(DecoderModel, RejectsBadChunks) {
 
 TEST_P(DecoderModel, Int8WeightsStayCloseToFloat) {
   REQUIRE_MODEL(GetParam());
-  ASSERT_NO_FATAL_FAILURE(Open());
+  ASSERT_NO_FATAL_FAILURE(Open(4, /*sharpened=*/false));
   RunnerOptions o;
   o.kv_cache_bytes = 1 << 20;
   o.block_size = 4;
