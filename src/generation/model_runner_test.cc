@@ -142,6 +142,15 @@ fs::path SharpenedModel(const std::string& name, int head_dim) {
   return dir;
 }
 
+rapidjson::Document ReadJson(const fs::path& path) {
+  std::ifstream f(path);
+  std::stringstream text;
+  text << f.rdbuf();
+  rapidjson::Document doc;
+  doc.Parse(text.str().c_str());
+  return doc;
+}
+
 std::vector<int32_t> RandomTokens(int n, int vocab, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<int32_t> t(n);
@@ -186,11 +195,7 @@ class DecoderModel : public ::testing::TestWithParam<const char*> {
 TEST_P(DecoderModel, PrefillMatchesPyTorchReference) {
   REQUIRE_MODEL(GetParam());
   ASSERT_NO_FATAL_FAILURE(Open(16, /*sharpened=*/false));
-  std::ifstream f(ModelsDir() / GetParam() / "reference.json");
-  std::stringstream text;
-  text << f.rdbuf();
-  rapidjson::Document doc;
-  doc.Parse(text.str().c_str());
+  rapidjson::Document doc = ReadJson(ModelsDir() / GetParam() / "reference.json");
   ASSERT_TRUE(doc.IsObject() && doc.HasMember("prompts") && doc.HasMember("logits_first"));
   const auto& prompts = doc["prompts"];
   ASSERT_GT(prompts.Size(), 0u);
@@ -204,6 +209,45 @@ TEST_P(DecoderModel, PrefillMatchesPyTorchReference) {
     Tensor got = StepOne(tokens, 0, table);
     ASSERT_EQ(got.shape(), (Shape{1, vocab_}));
     ExpectNear(got.data<float>(), want.data(), vocab_, fmt::format("prompt {}", p));
+  }
+}
+
+// All reference prompts at once: one prefill step, then every step decodes all of them together
+// (continuous batching's decode), greedy; the tokens must be PyTorch's.
+TEST_P(DecoderModel, BatchedGreedyDecodingMatchesPyTorch) {
+  REQUIRE_MODEL(GetParam());
+  ASSERT_NO_FATAL_FAILURE(Open(16, /*sharpened=*/false));
+  rapidjson::Document doc = ReadJson(ModelsDir() / GetParam() / "reference.json");
+  ASSERT_TRUE(doc.IsObject() && doc.HasMember("greedy") && doc["greedy"].IsArray());
+  const auto& prompts = doc["prompts"];
+  const rapidjson::SizeType n = prompts.Size();
+  ASSERT_GT(n, 0u);
+  ASSERT_EQ(doc["greedy"].Size(), n);
+  std::vector<std::vector<int32_t>> seqs(n), tables(n), next(n);
+  for (rapidjson::SizeType p = 0; p < n; ++p) {
+    for (const auto& t : prompts[p].GetArray()) seqs[p].push_back(t.GetInt());
+    for (int b = 0; b < 8; ++b) tables[p].push_back(static_cast<int32_t>(b * n + p));  // strided
+  }
+  const int steps = static_cast<int>(doc["greedy"][0].Size());
+  std::vector<int64_t> start(n, 0);
+  for (int step = 0; step < steps; ++step) {
+    std::vector<SequenceChunk> chunks;
+    for (rapidjson::SizeType p = 0; p < n; ++p) {
+      const std::vector<int32_t>& tokens = step == 0 ? seqs[p] : next[p];
+      chunks.push_back({p, tokens, start[p], tables[p], true});
+    }
+    Tensor logits;
+    Status st = runner_->Step(chunks, &logits);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    for (rapidjson::SizeType p = 0; p < n; ++p) {
+      start[p] += static_cast<int64_t>(chunks[p].tokens.size());
+      const float* l = logits.data<float>() + p * vocab_;
+      next[p] = {static_cast<int32_t>(std::max_element(l, l + vocab_) - l)};
+    }
+    for (rapidjson::SizeType p = 0; p < n; ++p) {
+      ASSERT_EQ(next[p][0], doc["greedy"][p][step].GetInt())
+          << "prompt " << p << ", generated token " << step;
+    }
   }
 }
 
@@ -312,6 +356,7 @@ TEST_P(DecoderModel, Int8WeightsStayCloseToFloat) {
     err += std::pow(f32.data<float>()[i] - i8.data<float>()[i], 2);
     norm += std::pow(f32.data<float>()[i], 2);
   }
+  EXPECT_GT(err, 0) << "int8 weights changed nothing";
   EXPECT_GT(10 * std::log10(norm / std::max(err, 1e-30)), 20.0) << "int8 logits SQNR (dB)";
 }
 
