@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "graph/onnx_io.h"
+#include "optimizer/paged_attention_rewrite.h"
 #include "session/session.h"
 
 namespace inferd::gen {
@@ -358,6 +359,38 @@ TEST_P(DecoderModel, Int8WeightsStayCloseToFloat) {
   }
   EXPECT_GT(err, 0) << "int8 weights changed nothing";
   EXPECT_GT(10 * std::log10(norm / std::max(err, 1e-30)), 20.0) << "int8 logits SQNR (dB)";
+}
+
+// The exported graph after the rewrite: one PagedAttention per layer, no Softmax, no cache
+// interface, the LM head on gathered rows.
+TEST_P(DecoderModel, RewriteReplacesEveryLayersAttention) {
+  REQUIRE_MODEL(GetParam());
+  const fs::path dir = ModelsDir() / GetParam();
+  auto config = LoadDecoderConfig(dir / "config.json");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  auto model = LoadOnnxModel(dir / "model.onnx");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  PagedAttentionRewriteOptions o;
+  o.num_layers = config->num_layers;
+  o.num_heads = config->num_heads;
+  o.num_kv_heads = config->num_kv_heads;
+  o.head_dim = config->head_dim;
+  auto fired = PagedAttentionRewrite(o).Run(model->graph);
+  ASSERT_TRUE(fired.ok()) << fired.status().ToString();
+  std::map<std::string, int> ops;
+  for (const auto& n : model->graph.nodes) ++ops[n->op_type];
+  EXPECT_EQ(ops["PagedAttention"], config->num_layers);
+  EXPECT_EQ(ops["Softmax"], 0);
+  for (const auto& n : model->graph.nodes) {
+    for (const auto& out : n->outputs) EXPECT_NE(out.rfind("present.", 0), 0u) << out;
+  }
+  std::set<std::string> inputs;
+  for (const auto& v : model->graph.inputs) inputs.insert(v.name);
+  EXPECT_TRUE(inputs.count("inferd.logits_rows"));
+  EXPECT_FALSE(inputs.count("attention_mask"));
+  EXPECT_FALSE(inputs.count("past_key_values.0.key"));
+  ASSERT_EQ(model->graph.outputs.size(), 1u);
+  EXPECT_EQ(model->graph.outputs[0].name, "logits");
 }
 
 // A config that disagrees with the graph fails the load with the rewrite's reason.
