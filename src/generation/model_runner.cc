@@ -37,10 +37,11 @@ StatusOr<int> IntField(const rapidjson::Document& doc, const std::string& file, 
 Status CheckConfig(const DecoderConfig& c, const std::string& file) {
   if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 ||
       c.num_kv_heads <= 0 || c.head_dim <= 0 || c.max_context <= 0) {
-    return InvalidArgument("{}: sizes must be positive (vocab {}, hidden {}, layers {}, heads {}, "
-                           "kv heads {}, head_dim {}, max_position_embeddings {})",
-                           file, c.vocab_size, c.hidden_size, c.num_layers, c.num_heads,
-                           c.num_kv_heads, c.head_dim, c.max_context);
+    return InvalidArgument(
+        "{}: sizes must be positive (vocab {}, hidden {}, layers {}, heads {}, "
+        "kv heads {}, head_dim {}, max_position_embeddings {})",
+        file, c.vocab_size, c.hidden_size, c.num_layers, c.num_heads, c.num_kv_heads, c.head_dim,
+        c.max_context);
   }
   if (c.num_heads % c.num_kv_heads != 0) {
     return InvalidArgument("{}: num_key_value_heads {} does not divide num_attention_heads {}",
@@ -95,16 +96,17 @@ PagedModelRunner::PagedModelRunner(DecoderConfig config, int block_size, int num
 }
 
 Status PagedModelRunner::CheckInterface() {
-  std::set<std::string> fed = {"input_ids", "position_ids", kSlotMappingInput, kQueryStartInput,
-                               kContextLensInput, kBlockTablesInput, kLogitsRowsInput};
+  std::set<std::string> fed = {"input_ids",      "position_ids",    kSlotMappingInput,
+                               kQueryStartInput, kContextLensInput, kBlockTablesInput,
+                               kLogitsRowsInput};
   for (int l = 0; l < config_.num_layers; ++l) {
     fed.insert(KeyCacheInput(l));
     fed.insert(ValueCacheInput(l));
   }
   for (const ValueInfo& in : session_->inputs()) {
     if (!fed.count(in.name)) {
-      return FailedPrecondition("the rewritten decoder needs input '{}', which the runner does "
-                                "not feed", in.name);
+      return FailedPrecondition("the rewritten decoder needs input '{}', not fed by the runner",
+                                in.name);
     }
     if (in.name == kLogitsRowsInput) gathers_rows_ = true;
   }
@@ -168,8 +170,8 @@ std::vector<std::pair<std::string, Tensor>> PagedModelRunner::StepInputs(
       const int64_t p = c.start_position + static_cast<int64_t>(j);
       ids.data<int64_t>()[t] = c.tokens[j];
       pos.data<int64_t>()[t] = p;
-      slots.data<int64_t>()[t] = int64_t{c.block_table[p / block_size_]} * block_size_ +
-                                 p % block_size_;
+      slots.data<int64_t>()[t] =
+          int64_t{c.block_table[p / block_size_]} * block_size_ + p % block_size_;
     }
     const int64_t ctx = c.start_position + static_cast<int64_t>(c.tokens.size());
     lens.data<int64_t>()[s] = ctx;
@@ -180,8 +182,8 @@ std::vector<std::pair<std::string, Tensor>> PagedModelRunner::StepInputs(
   }
   starts.data<int64_t>()[num_seqs] = t;
   std::vector<std::pair<std::string, Tensor>> in = {
-      {"input_ids", ids},          {"position_ids", pos},     {kSlotMappingInput, slots},
-      {kQueryStartInput, starts},  {kContextLensInput, lens}, {kBlockTablesInput, tables}};
+      {"input_ids", ids},         {"position_ids", pos},     {kSlotMappingInput, slots},
+      {kQueryStartInput, starts}, {kContextLensInput, lens}, {kBlockTablesInput, tables}};
   if (gathers_rows_) {
     // At least one row: the head over zero rows is a degenerate shape not worth a kernel case.
     std::vector<int64_t> r = rows->empty() ? std::vector<int64_t>{total - 1} : *rows;
@@ -252,9 +254,9 @@ StatusOr<DecoderConfig> LoadDecoderConfig(const std::filesystem::path& config_js
   if (c.num_heads <= 0) return InvalidArgument("{}: num_attention_heads must be positive", file);
   ASSIGN_OR_RETURN(c.head_dim, IntField(doc, file, "head_dim", c.hidden_size / c.num_heads));
   ASSIGN_OR_RETURN(int n_positions, IntField(doc, file, "n_positions", 0));
-  ASSIGN_OR_RETURN(c.max_context, IntField(doc, file, "max_position_embeddings",
-                                           n_positions > 0 ? std::optional<int>(n_positions)
-                                                           : std::nullopt));
+  ASSIGN_OR_RETURN(c.max_context,
+                   IntField(doc, file, "max_position_embeddings",
+                            n_positions > 0 ? std::optional<int>(n_positions) : std::nullopt));
   ASSIGN_OR_RETURN(c.bos_token_id, IntField(doc, file, "bos_token_id", -1));
   ASSIGN_OR_RETURN(c.eos_token_id, IntField(doc, file, "eos_token_id", -1));
   RETURN_IF_ERROR(CheckConfig(c, file));
@@ -270,7 +272,7 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateDecoderRunner(const std::filesystem
   const size_t block_bytes = BlockBytes(config, options.block_size);
   const size_t num_blocks = options.kv_cache_bytes / block_bytes;
   if (num_blocks < 1 || num_blocks > size_t{1} << 30) {
-    return InvalidArgument("a KV cache budget of {} bytes holds {} blocks of {} bytes", 
+    return InvalidArgument("a KV cache budget of {} bytes holds {} blocks of {} bytes",
                            options.kv_cache_bytes, num_blocks, block_bytes);
   }
   const std::string model_path = (dir / "model.onnx").string();
@@ -296,9 +298,8 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateDecoderRunner(const std::filesystem
   SessionOptions so;
   so.num_threads = options.num_threads;
   ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(std::move(model), so));
-  auto runner = std::make_unique<PagedModelRunner>(std::move(config), options.block_size,
-                                                   static_cast<int>(num_blocks),
-                                                   std::move(session));
+  auto runner = std::make_unique<PagedModelRunner>(
+      std::move(config), options.block_size, static_cast<int>(num_blocks), std::move(session));
   RETURN_IF_ERROR(runner->CheckInterface().WithContext(model_path));
   return std::unique_ptr<ModelRunner>(std::move(runner));
 }

@@ -61,8 +61,8 @@ struct RunnerOptions {
 
 struct SequenceChunk {  // one sequence's share of a step
   int64_t seq_id;
-  std::span<const int32_t> tokens;       // new tokens computed this step (prefill chunk or 1 decode)
-  int64_t start_position;                // position of tokens[0] = tokens already in the cache
+  std::span<const int32_t> tokens;  // new tokens computed this step (prefill chunk or 1 decode)
+  int64_t start_position;           // position of tokens[0] = tokens already in the cache
   std::span<const int32_t> block_table;  // covers positions [0, start_position + tokens.size())
   bool need_logits;                      // return logits of the chunk's last token
 };

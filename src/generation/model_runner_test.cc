@@ -35,12 +35,12 @@ fs::path ModelsDir() {
 }
 
 // Skips (or, when the models are required, fails) the test if `name` has not been built.
-#define REQUIRE_MODEL(name)                                                                   \
-  do {                                                                                        \
-    if (!fs::exists(ModelsDir() / (name) / "model.onnx")) {                                   \
-      if (std::getenv("INFERD_GEN_MODELS_REQUIRED")) FAIL() << "missing model " << (name);    \
-      GTEST_SKIP() << (name) << " not built (make gen-models) in " << ModelsDir();            \
-    }                                                                                         \
+#define REQUIRE_MODEL(name)                                                                \
+  do {                                                                                     \
+    if (!fs::exists(ModelsDir() / (name) / "model.onnx")) {                                \
+      if (std::getenv("INFERD_GEN_MODELS_REQUIRED")) FAIL() << "missing model " << (name); \
+      GTEST_SKIP() << (name) << " not built (make gen-models) in " << ModelsDir();         \
+    }                                                                                      \
   } while (0)
 
 void ExpectNear(const float* got, const float* want, int64_t n, const std::string& what) {

@@ -28,8 +28,8 @@ std::string PresentName(int layer, const char* kv) {
 // Ops that only move or repeat data: what sits between the cache Concat and the attention
 // MatMuls (K's transpose, GQA's Unsqueeze/Expand/Reshape repeat).
 bool IsLayoutOp(const Node* n) {
-  for (const char* op : {"Transpose", "Reshape", "Unsqueeze", "Squeeze", "Expand", "Tile",
-                         "Identity"}) {
+  for (const char* op :
+       {"Transpose", "Reshape", "Unsqueeze", "Squeeze", "Expand", "Tile", "Identity"}) {
     if (IsStandardOp(n, op)) return true;
   }
   return false;
@@ -151,10 +151,10 @@ StatusOr<std::string> FollowScores(const GraphEditor& ed, Node* qk, int layer, f
 
 StatusOr<LayerMatch> MatchLayer(const GraphEditor& ed, int layer) {
   LayerMatch m;
-  ASSIGN_OR_RETURN(Node* kcat, FindCacheConcat(ed, PastName(layer, "key"), &m.k_new));
-  ASSIGN_OR_RETURN(Node* vcat, FindCacheConcat(ed, PastName(layer, "value"), &m.v_new));
-  ASSIGN_OR_RETURN(Node* qk, FollowToMatMul(ed, kcat->outputs[0],
-                                            fmt::format("layer {}'s keys", layer), &m.scale));
+  ASSIGN_OR_RETURN(Node * kcat, FindCacheConcat(ed, PastName(layer, "key"), &m.k_new));
+  ASSIGN_OR_RETURN(Node * vcat, FindCacheConcat(ed, PastName(layer, "value"), &m.v_new));
+  ASSIGN_OR_RETURN(Node * qk, FollowToMatMul(ed, kcat->outputs[0],
+                                             fmt::format("layer {}'s keys", layer), &m.scale));
   float v_scale = 1.f;
   ASSIGN_OR_RETURN(m.context, FollowToMatMul(ed, vcat->outputs[0],
                                              fmt::format("layer {}'s values", layer), &v_scale));
@@ -190,8 +190,7 @@ ValueInfo Input(std::string name, DataType dtype, std::vector<Dim> shape) {
 }
 
 // Checks a declared dim of `value` (when known) against what the config says.
-Status CheckDim(const Graph& g, const std::string& value, size_t axis, int want,
-                const char* what) {
+Status CheckDim(const Graph& g, const std::string& value, size_t axis, int want, const char* what) {
   const ValueInfo* vi = g.FindValueInfo(value);
   if (vi == nullptr || !vi->shape || vi->shape->size() != 4) return Status::Ok();
   const Dim& d = (*vi->shape)[axis];
@@ -265,8 +264,7 @@ StatusOr<int> PagedAttentionRewrite::Run(Graph& graph) const {
     if (!graph.IsGraphInput(name)) return FailedPrecondition("the graph has no input '{}'", name);
   }
   if (graph.IsGraphInput(PastName(o.num_layers, "key"))) {
-    return FailedPrecondition("the graph has more than the {} layers of config.json",
-                              o.num_layers);
+    return FailedPrecondition("the graph has more than the {} layers of config.json", o.num_layers);
   }
   GraphEditor ed(graph);
   std::vector<LayerMatch> layers;
@@ -284,8 +282,15 @@ StatusOr<int> PagedAttentionRewrite::Run(Graph& graph) const {
       n.name = fmt::format("{}/paged_attention", n.name.empty() ? n.outputs[0] : n.name);
       n.op_type = "PagedAttention";
       n.domain = kInferdDomain;
-      n.inputs = {m.q, m.k_new, m.v_new, KeyCacheInput(l), ValueCacheInput(l),
-                  kSlotMappingInput, kQueryStartInput, kContextLensInput, kBlockTablesInput};
+      n.inputs = {m.q,
+                  m.k_new,
+                  m.v_new,
+                  KeyCacheInput(l),
+                  ValueCacheInput(l),
+                  kSlotMappingInput,
+                  kQueryStartInput,
+                  kContextLensInput,
+                  kBlockTablesInput};
       n.attributes.clear();
       n.attributes["scale"] = FloatAttr(m.scale);
       n.attributes["num_heads"] = IntAttr(o.num_heads);

@@ -34,14 +34,13 @@ struct PagedAttentionRewriteOptions {
   int num_heads = 0;     // query heads
   int num_kv_heads = 0;  // key/value heads (GQA: fewer, dividing num_heads)
   int head_dim = 0;
-  int block_size = 16;   // tokens per cache block: the cache inputs' declared dim 2
+  int block_size = 16;  // tokens per cache block: the cache inputs' declared dim 2
   bool gather_logits_rows = true;
 };
 
 class PagedAttentionRewrite final : public GraphPass {
  public:
-  explicit PagedAttentionRewrite(const PagedAttentionRewriteOptions& options)
-      : options_(options) {}
+  explicit PagedAttentionRewrite(const PagedAttentionRewriteOptions& options) : options_(options) {}
   std::string_view Name() const override { return "PagedAttentionRewrite"; }
   // Returns the number of layers rewritten (== num_layers) or an error (see above).
   StatusOr<int> Run(Graph& graph) const override;
