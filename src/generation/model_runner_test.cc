@@ -127,11 +127,14 @@ fs::path SharpenedModel(const std::string& name, int head_dim) {
   for (auto& n : model->graph.nodes) {
     const Tensor* t = n->GetTensor("value");
     if (n->op_type != "Constant" || t == nullptr || t->dtype() != DataType::kFloat32 ||
-        t->NumElements() != 1 || std::fabs(*t->data<float>() - scale) > 1e-6f) {
+        t->NumElements() != 1) {
       continue;
     }
+    const float c = *t->data<float>();
+    const bool mul = std::fabs(c - scale) < 1e-6f, div = std::fabs(c - 1 / scale) < 1e-4f;
+    if (!mul && !div) continue;  // not Mul(scores, 1/sqrt(D)) nor Div(scores, sqrt(D))
     Tensor v = t->Clone();
-    *v.data<float>() *= 32;
+    *v.data<float>() = mul ? c * 32 : c / 32;
     n->attributes["value"].t = v;
     ++sharpened;
   }
