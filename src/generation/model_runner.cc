@@ -269,6 +269,9 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateDecoderRunner(const std::filesystem
   if (options.block_size < 1 || options.block_size > 1024) {
     return InvalidArgument("block size {} outside 1..1024", options.block_size);
   }
+  if (options.num_threads < 0) {
+    return InvalidArgument("num_threads {} is negative (0 means all cores)", options.num_threads);
+  }
   const size_t block_bytes = BlockBytes(config, options.block_size);
   const size_t num_blocks = options.kv_cache_bytes / block_bytes;
   if (num_blocks < 1 || num_blocks > size_t{1} << 30) {

@@ -55,7 +55,7 @@ StatusOr<DecoderConfig> LoadDecoderConfig(const std::filesystem::path& config_js
 struct RunnerOptions {
   size_t kv_cache_bytes = 256 << 20;  // K+V of all layers; num_blocks derived from it (>= 1)
   int block_size = 16;                // tokens per block, 1..1024
-  int num_threads = 0;                // intra-op threads; 0 = all cores
+  int num_threads = 0;                // intra-op threads; 0 = all cores (>= 0)
   bool int8_weights = false;          // dynamic-int8 MatMul weights (quantize/dynamic_int8.h)
 };
 

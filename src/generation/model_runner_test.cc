@@ -478,6 +478,9 @@ TEST(CreateDecoderRunner, RejectsABudgetBelowOneBlockAndMissingModels) {
   o = RunnerOptions{};
   o.block_size = 0;
   EXPECT_FALSE(CreateDecoderRunner(dir, o).ok());
+  o = RunnerOptions{};
+  o.num_threads = -1;
+  EXPECT_FALSE(CreateDecoderRunner(dir, o).ok());
   r = CreateDecoderRunner(dir, RunnerOptions{});  // config fine, no model.onnx
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("model.onnx"), std::string::npos) << r.status().ToString();
