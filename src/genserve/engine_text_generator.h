@@ -4,7 +4,7 @@
 //   ASSIGN_OR_RETURN(serving::GenerativeConfig config,
 //                    serving::ReadGenerativeConfig(parsed_config_pbtxt, repository / name));
 //   ASSIGN_OR_RETURN(server::GenerativeModel model, LoadGenerativeModel(name, config, {}));
-//   models->push_back(std::move(model));   // then server::MakeGenerationHttpHandler(models, ...)
+//   models->ready.push_back(std::move(model));   // then server::MakeGenerationHttpHandler(models, ...)
 //
 // The adapter copies the request and event structs field by field (server/text_generator.h
 // mirrors GEN.md's) so the HTTP layer never includes src/generation and is tested with a fake.

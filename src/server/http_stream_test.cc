@@ -21,7 +21,8 @@ class HttpStreamTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto models = std::make_shared<GenerativeModels>();
-    models->push_back({"tiny", fake_, ChatTemplate::Default()});
+    models->ready.push_back({"tiny", fake_, ChatTemplate::Default()});
+    models->unavailable["broken"] = "tokenizer.model is corrupt";
     HttpServerOptions o;
     o.port = 0;
     auto server = HttpServer::Start(o, MakeGenerationHttpHandler(models, nullptr, nullptr));

@@ -41,7 +41,7 @@ std::string NewId(GenApi api) {
 }
 
 const GenerativeModel* Find(const GenerativeModels& models, std::string_view name) {
-  for (const auto& m : models) {
+  for (const auto& m : models.ready) {
     if (m.name == name) return &m;
   }
   return nullptr;
@@ -223,6 +223,14 @@ std::string ModelObject(const std::string& name, int64_t created) {
   return list.substr(begin, list.rfind(']') - begin);
 }
 
+ApiError ModelUnavailable(const std::string& model, const std::string& reason) {
+  ApiError e = BadRequest(fmt::format("model '{}' is unavailable: {}", model, reason), "model");
+  e.http_status = 503;
+  e.type = "server_error";
+  e.code = "model_unavailable";
+  return e;
+}
+
 ApiError NotGenerative(const std::string& model) {
   ApiError e = BadRequest(fmt::format("model '{}' is not a generative model: use its KServe "
                                       "route POST /v2/models/{}/infer",
@@ -239,7 +247,7 @@ void RouteV1(const GenerativeModels& models, serving::ModelManager* manager, Htt
     if (req.method != "GET") return reply(OpenAiError(BadRequest("use GET " + path)));
     if (path == "/v1/models" || path == "/v1/models/") {
       std::vector<std::string> names;
-      for (const auto& m : models) names.push_back(m.name);
+      for (const auto& m : models.ready) names.push_back(m.name);
       return reply(JsonReply(200, EncodeModelList(names, UnixSeconds())));
     }
     std::string name = path.substr(std::string_view("/v1/models/").size());
@@ -265,6 +273,9 @@ void RouteV1(const GenerativeModels& models, serving::ModelManager* manager, Htt
   GenerationCall call;
   if (auto err = ParseGenerationCall(api, *req.body, &call)) return reply(OpenAiError(*err));
   const GenerativeModel* model = Find(models, call.model);
+  if (auto it = models.unavailable.find(call.model); it != models.unavailable.end()) {
+    return reply(OpenAiError(ModelUnavailable(call.model, it->second)));
+  }
   if (model == nullptr) {
     if (manager != nullptr && manager->GetMetadata(call.model).ok()) {
       return reply(OpenAiError(NotGenerative(call.model)));
@@ -330,7 +341,7 @@ std::string IndexJson(const GenerativeModels& models, serving::ModelManager* man
       w.EndObject();
     }
   }
-  for (const auto& m : models) {
+  for (const auto& m : models.ready) {
     w.StartObject();
     w.Key("name");
     str(m.name);
@@ -338,6 +349,16 @@ std::string IndexJson(const GenerativeModels& models, serving::ModelManager* man
     w.String("1");
     w.Key("state");
     w.String("READY");
+    w.EndObject();
+  }
+  for (const auto& [name, reason] : models.unavailable) {
+    w.StartObject();
+    w.Key("name");
+    str(name);
+    w.Key("state");
+    w.String("UNAVAILABLE");
+    w.Key("reason");
+    str(reason);
     w.EndObject();
   }
   w.EndArray();
@@ -359,6 +380,10 @@ bool RouteV2(const GenerativeModels& models, serving::ModelManager* manager, Htt
   const std::string name(rest.substr(0, slash));
   std::string_view action = slash == std::string_view::npos ? "" : rest.substr(slash + 1);
   const GenerativeModel* model = Find(models, name);
+  if (auto it = models.unavailable.find(name); it != models.unavailable.end()) {
+    if (action.ends_with("ready")) return reply(HttpReply{503, "", "", {}, nullptr, nullptr}), true;
+    return reply(KServeError(ModelUnavailable(name, it->second))), true;
+  }
   if (model == nullptr) return false;
   const bool post = req.method == "POST";
   if (action == "generate" || action == "generate_stream") {
@@ -408,7 +433,7 @@ HttpHandler MakeGenerationMetricsHttpHandler(std::shared_ptr<const GenerativeMod
     if (req.method != "GET") return reply(JsonReply(405, JsonError("use GET /metrics")));
     auto process = ReadProcessStats();
     std::vector<GenerationMetrics> gen;
-    for (const auto& m : *models) {
+    for (const auto& m : models->ready) {
       gen.push_back(m.generator->Metrics());
       gen.back().model = m.name;
     }

@@ -17,10 +17,11 @@
 //
 // The KServe routes that must know generative models are answered here too: /v2/models/M[/ready]
 // for a generative M, /v2/models/M/infer on one (400: use generate), POST /v2/repository/index
-// (the manager's rows plus one READY row per generative model). Everything else goes to
+// (the manager's rows plus one row per generative model). Everything else goes to
 // `fallback` (MakeKServeHttpHandler).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,7 +40,12 @@ struct GenerativeModel {
 };
 
 // The generative models, fixed when the server starts (they are not polled or reloaded).
-using GenerativeModels = std::vector<GenerativeModel>;
+struct GenerativeModels {
+  std::vector<GenerativeModel> ready;
+  // Generative folders that failed to load, with the reason: UNAVAILABLE in the repository
+  // index, 503 with the reason on the generation routes.
+  std::map<std::string, std::string> unavailable;
+};
 
 // `manager` may be null (no KServe models: index rows and the non-generative check are skipped);
 // when set it must outlive the handler, as must the generators.

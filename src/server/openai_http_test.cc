@@ -16,7 +16,8 @@ class GenerationApiTest : public ::testing::Test {
  protected:
   GenerationApiTest() {
     auto models = std::make_shared<GenerativeModels>();
-    models->push_back({"tiny", fake_, ChatTemplate::Default()});
+    models->ready.push_back({"tiny", fake_, ChatTemplate::Default()});
+    models->unavailable["broken"] = "tokenizer.model is corrupt";
     models_ = models;
     handler_ = MakeGenerationHttpHandler(models_, nullptr, nullptr);
   }
@@ -300,8 +301,15 @@ TEST_F(GenerationApiTest, ModelsIndexAndReadiness) {
   auto md = Json(Call("GET", "/v2/models/tiny", "").body);
   EXPECT_STREQ(md["platform"].GetString(), "inferd_generate");
   auto index = Json(Call("POST", "/v2/repository/index", "").body);
-  ASSERT_EQ(index.Size(), 1u);
+  ASSERT_EQ(index.Size(), 2u);
   EXPECT_STREQ(index[0]["state"].GetString(), "READY");
+  EXPECT_STREQ(index[1]["name"].GetString(), "broken");
+  EXPECT_STREQ(index[1]["state"].GetString(), "UNAVAILABLE");
+  EXPECT_STREQ(index[1]["reason"].GetString(), "tokenizer.model is corrupt");
+  EXPECT_EQ(Call("GET", "/v2/models/broken/ready", "").status, 503);
+  HttpReply broken = Call("POST", "/v1/completions", R"({"model": "broken", "prompt": "x"})");
+  ExpectOpenAiError(broken, 503);
+  EXPECT_NE(broken.body.find("tokenizer.model is corrupt"), std::string::npos);
   EXPECT_EQ(Call("GET", "/v2/models/other/ready", "").status, 404) << "no fallback: 404";
 }
 

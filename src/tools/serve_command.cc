@@ -146,9 +146,9 @@ Status ServeCommand(const ServeOptions& o) {
                                            generative.models, manager.get(),
                                            server::MakeKServeHttpHandler(manager.get()))));
   spdlog::info("HTTP KServe v2 listening on http://{}:{}", url_host, http->port());
-  if (!generative.models->empty()) {
+  if (!generative.models->ready.empty()) {
     spdlog::info("OpenAI-compatible API on http://{}:{}/v1 ({} generative model(s))", url_host,
-                 http->port(), generative.models->size());
+                 http->port(), generative.models->ready.size());
   }
 
   std::unique_ptr<server::GrpcServer> grpc;

@@ -45,11 +45,12 @@ ServedGenerativeModels LoadGenerativeModels(const std::filesystem::path& reposit
     auto model = LoadOne(repository, name, threads);
     if (!model.ok()) {
       spdlog::warn("generative model '{}' is UNAVAILABLE: {}", name, model.status().message());
+      out.models->unavailable[name] = model.status().message();
       continue;
     }
     spdlog::info("generative model '{}' is READY (context {} tokens)", name,
                  model->generator->max_context());
-    out.models->push_back(std::move(*model));
+    out.models->ready.push_back(std::move(*model));
   }
   return out;
 }

@@ -14,7 +14,7 @@
 namespace inferd::tools {
 
 struct ServedGenerativeModels {
-  std::shared_ptr<server::GenerativeModels> models;  // the ones that loaded; never null
+  std::shared_ptr<server::GenerativeModels> models;  // never null
   std::set<std::string> folders;  // every generative folder, loaded or not (for external_models)
 };
 
