@@ -216,7 +216,7 @@ std::string RenderGenerationMetrics(const std::vector<GenerationMetrics>& models
        }},
       {"inferd_kv_cache_blocks_used", "gauge", "KV cache blocks in use.",
        [](const M& m) { return static_cast<double>(m.kv_blocks_used); }},
-      {"inferd_kv_cache_blocks_total", "gauge", "KV cache blocks in the pool.",
+      {"inferd_kv_cache_blocks", "gauge", "KV cache blocks in the pool (used and free).",
        [](const M& m) { return static_cast<double>(m.kv_blocks_total); }},
       {"inferd_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
        [](const M& m) { return static_cast<double>(m.prefix_queries); }},

@@ -47,7 +47,7 @@ std::string RenderPrometheusMetrics(const std::vector<serving::ModelStatisticsSn
 //   inferd_prompt_tokens_total, inferd_generation_tokens_total               counters (tokens)
 //   inferd_num_requests_running, inferd_num_requests_waiting                 gauges (sequences)
 //   inferd_kv_cache_usage_perc (used blocks / all blocks, 0..1),
-//   inferd_kv_cache_blocks_used, inferd_kv_cache_blocks_total                gauges
+//   inferd_kv_cache_blocks_used, inferd_kv_cache_blocks (the pool)           gauges
 //   inferd_prefix_cache_queries_total, inferd_prefix_cache_hits_total        counters (tokens)
 //   inferd_num_preemptions_total, inferd_generation_requests_total           counters
 // Empty input renders nothing (no generative model, no families).
