@@ -115,12 +115,13 @@ StatusOr<server::GenerativeModel> LoadGenerativeModel(const std::string& name,
   ro.block_size = config.block_size;
   ro.num_threads = config.num_threads > 0 ? config.num_threads : options.default_threads;
   ro.int8_weights = config.int8_weights;
-  auto runner = gen::CreateDecoderRunner(config.model_dir, ro);
-  if (!runner.ok()) return fail(runner.status());
-  auto tokenizer = gen::Tokenizer::Load((config.model_dir / "tokenizer.model").string());
+  // The cheap checks first: a corrupt tokenizer or template fails before the graph is optimized.
+  auto tokenizer = gen::Tokenizer::Load(config.model_dir / "tokenizer.model");
   if (!tokenizer.ok()) return fail(tokenizer.status());
   auto chat = LoadChatTemplate(config.model_dir);
   if (!chat.ok()) return fail(chat.status());
+  auto runner = gen::CreateDecoderRunner(config.model_dir, ro);
+  if (!runner.ok()) return fail(runner.status());
   const int model_context = (*runner)->config().max_context;
   if (config.max_context > model_context) {
     return fail(InvalidArgument("max_context {} is above the model's context of {} tokens",
