@@ -200,9 +200,9 @@ def generation(server, model):
 def disconnect(server, model):
     """A client that goes away mid-stream: its blocks are freed (KV usage back to 0)."""
     host, port = server.http[len("http://"):].rsplit(":", 1)
-    body = json.dumps({"model": model, "prompt": "Elizabeth", "max_tokens": 2000,
+    body = json.dumps({"model": model, "prompt": "Elizabeth", "max_tokens": 900,
                        "ignore_eos": True, "stream": True})
-    s = socket.create_connection((host, int(port)))
+    s = socket.create_connection((host, int(port)), timeout=60)
     s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
     got = b""
@@ -211,6 +211,7 @@ def disconnect(server, model):
         if not chunk:
             break
         got += chunk
+    check(got.startswith(b"HTTP/1.1 200"), f"stream started: {got[:300]!r}")
     used = metric(server, "inferd_kv_cache_usage_perc", model)
     check(used is not None and used > 0, f"KV usage while streaming: {used}")
     s.close()
