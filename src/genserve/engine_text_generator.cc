@@ -40,8 +40,8 @@ server::GenEvent FromEngine(const gen::GenerationEvent& e) {
 }
 
 StatusOr<server::ChatTemplate> LoadChatTemplate(const fs::path& model_dir) {
-  for (const fs::path& path : {model_dir / "chat_template.json",
-                               model_dir.parent_path() / "chat_template.json"}) {
+  for (const fs::path& path :
+       {model_dir / "chat_template.json", model_dir.parent_path() / "chat_template.json"}) {
     std::string text;
     if (!serving::ReadRepositoryFile(path, &text)) continue;
     auto t = server::ChatTemplate::Parse(text);
@@ -73,12 +73,11 @@ Status EngineTextGenerator::Submit(const std::string& id, std::vector<int32_t> p
                                    const server::GenParams& params,
                                    std::function<void(const server::GenEvent&)> on_event) {
   gen::GenerationRequest request{id, std::move(prompt), ToEngine(params)};
-  return engine_->Submit(std::move(request),
-                         [on_event = std::move(on_event), finished = finished_](
-                             const gen::GenerationEvent& e) {
-                           if (e.finished) finished->fetch_add(1, std::memory_order_relaxed);
-                           on_event(FromEngine(e));
-                         });
+  return engine_->Submit(std::move(request), [on_event = std::move(on_event),
+                                              finished = finished_](const gen::GenerationEvent& e) {
+    if (e.finished) finished->fetch_add(1, std::memory_order_relaxed);
+    on_event(FromEngine(e));
+  });
 }
 
 void EngineTextGenerator::Cancel(const std::string& id) { engine_->Cancel(id); }

@@ -4,7 +4,8 @@
 //   ASSIGN_OR_RETURN(serving::GenerativeConfig config,
 //                    serving::ReadGenerativeConfig(parsed_config_pbtxt, repository / name));
 //   ASSIGN_OR_RETURN(server::GenerativeModel model, LoadGenerativeModel(name, config, {}));
-//   models->ready.push_back(std::move(model));   // then server::MakeGenerationHttpHandler(models, ...)
+//   models->ready.push_back(std::move(model));   // then server::MakeGenerationHttpHandler(models,
+//   ...)
 //
 // The adapter copies the request and event structs field by field (server/text_generator.h
 // mirrors GEN.md's) so the HTTP layer never includes src/generation and is tested with a fake.
@@ -32,8 +33,7 @@ class EngineTextGenerator : public server::TextGenerator {
   // The tokenizer's ids with BOS first when the model has one (sentencepiece adds none).
   std::vector<int32_t> Encode(std::string_view text) const override;
   std::string TokenText(int32_t token) const override;
-  Status Submit(const std::string& id, std::vector<int32_t> prompt,
-                const server::GenParams& params,
+  Status Submit(const std::string& id, std::vector<int32_t> prompt, const server::GenParams& params,
                 std::function<void(const server::GenEvent&)> on_event) override;
   void Cancel(const std::string& id) override;
   server::GenerationMetrics Metrics() const override;

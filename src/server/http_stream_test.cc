@@ -33,8 +33,10 @@ class HttpStreamTest : public ::testing::Test {
   // Connects and sends a POST of `body` to `path`.
   void Send(tcp::socket& socket, const std::string& path, const std::string& body) {
     socket.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), server_->port()));
-    std::string req = "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    std::string req = "POST " + path +
+                      " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      "Content-Length: " +
+                      std::to_string(body.size()) + "\r\n\r\n" + body;
     net::write(socket, net::buffer(req));
   }
 

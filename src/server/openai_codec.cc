@@ -1,13 +1,13 @@
 #include "server/openai_codec.h"
 
-#include <cmath>
-#include <limits>
-
 #include <fmt/format.h>
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+
+#include <cmath>
+#include <limits>
 
 namespace inferd::server {
 namespace {
@@ -56,8 +56,8 @@ class Fields {
     }
     double d = v->IsInt64() ? static_cast<double>(v->GetInt64()) : v->GetDouble();
     if (d < static_cast<double>(lo) || d > static_cast<double>(hi)) {
-      err = BadRequest(fmt::format("'{}' must be between {} and {} (got {})", name, lo, hi, d),
-                       name);
+      err =
+          BadRequest(fmt::format("'{}' must be between {} and {} (got {})", name, lo, hi, d), name);
       return;
     }
     *out = static_cast<int>(d);
@@ -139,8 +139,8 @@ void ReadStreamFields(Fields& f, GenerationCall* call) {
   if (const Value* so = f.Get("stream_options"); so != nullptr && !f.err) {
     if (!so->IsObject()) return f.Fail("stream_options", "an object");
     if (!call->stream) {
-      f.err = BadRequest("'stream_options' is only allowed when 'stream' is true",
-                         "stream_options");
+      f.err =
+          BadRequest("'stream_options' is only allowed when 'stream' is true", "stream_options");
       return;
     }
     Fields sf(*so);
@@ -203,12 +203,12 @@ void ReadMessages(Fields& f, GenerationCall* call) {
       return;
     }
     auto content = m.FindMember("content");
-    std::optional<std::string> text =
-        content == m.MemberEnd() || content->value.IsNull() ? std::string()
-                                                            : ReadContent(content->value);
+    std::optional<std::string> text = content == m.MemberEnd() || content->value.IsNull()
+                                          ? std::string()
+                                          : ReadContent(content->value);
     if (!text) {
-      f.err = BadRequest("message 'content' must be a string or an array of text parts",
-                         "messages");
+      f.err =
+          BadRequest("message 'content' must be a string or an array of text parts", "messages");
       return;
     }
     call->messages.push_back({role->value.GetString(), std::move(*text)});
@@ -254,8 +254,10 @@ ApiError ModelNotFound(const std::string& model) {
   e.type = "not_found_error";
   e.code = "model_not_found";
   e.param = "model";
-  e.message = fmt::format("the model '{}' does not exist (GET /v1/models lists the generative "
-                          "models)", model);
+  e.message = fmt::format(
+      "the model '{}' does not exist (GET /v1/models lists the generative "
+      "models)",
+      model);
   return e;
 }
 
@@ -302,8 +304,8 @@ std::optional<ApiError> ParseGenerationCall(GenApi api, std::string_view body,
     return f.err;
   }
   const Value* model = f.Get("model");
-  if (model == nullptr || !model->IsString()) return BadRequest("'model' (a string) is required",
-                                                                "model");
+  if (model == nullptr || !model->IsString())
+    return BadRequest("'model' (a string) is required", "model");
   call->model.assign(model->GetString(), model->GetStringLength());
   if (api == GenApi::kCompletions) {
     ReadPrompt(f, call);

@@ -39,14 +39,14 @@ enum class GenApi { kCompletions, kChatCompletions, kTritonGenerate };
 
 struct GenerationCall {
   GenApi api = GenApi::kCompletions;
-  std::string model;                  // empty for Triton (the model is in the path)
-  std::string prompt;                 // completions and Triton: the prompt text
-  std::vector<int32_t> prompt_tokens; // completions: a prompt given as token ids
-  std::vector<ChatMessage> messages;  // chat
-  bool max_tokens_set = false;        // false: the API's default applies (openai_http.cc)
+  std::string model;                   // empty for Triton (the model is in the path)
+  std::string prompt;                  // completions and Triton: the prompt text
+  std::vector<int32_t> prompt_tokens;  // completions: a prompt given as token ids
+  std::vector<ChatMessage> messages;   // chat
+  bool max_tokens_set = false;         // false: the API's default applies (openai_http.cc)
   GenParams params;
   bool stream = false;
-  bool include_usage = false;         // stream_options.include_usage
+  bool include_usage = false;  // stream_options.include_usage
 };
 
 // Parses a request body of `api`. Returns the error to answer with on failure.

@@ -1,11 +1,11 @@
 #include "server/openai_http.h"
 
-#include <atomic>
-#include <chrono>
-
 #include <fmt/format.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+
+#include <atomic>
+#include <chrono>
 
 #include "server/http_codec.h"
 #include "server/metrics.h"
@@ -34,9 +34,9 @@ int64_t UnixSeconds() {
 std::string NewId(GenApi api) {
   static std::atomic<uint64_t> next{1};
   static const uint64_t epoch = static_cast<uint64_t>(UnixSeconds());
-  const char* prefix = api == GenApi::kChatCompletions ? "chatcmpl" : api == GenApi::kCompletions
-                                                                          ? "cmpl"
-                                                                          : "gen";
+  const char* prefix = api == GenApi::kChatCompletions ? "chatcmpl"
+                       : api == GenApi::kCompletions   ? "cmpl"
+                                                       : "gen";
   return fmt::format("{}-{:x}{:08x}", prefix, epoch, next.fetch_add(1));
 }
 
@@ -111,8 +111,8 @@ void Call::StreamEvent(const GenEvent& e) {
   if (e.finished && e.finish_reason == "error") {
     ApiError err = EngineError(e.error);
     err.type = "server_error";
-    stream->Write(SseEvent(api == GenApi::kTritonGenerate ? JsonError(err.message)
-                                                          : ApiErrorJson(err)));
+    stream->Write(
+        SseEvent(api == GenApi::kTritonGenerate ? JsonError(err.message) : ApiErrorJson(err)));
     if (api != GenApi::kTritonGenerate) stream->Write(std::string(kSseDone));
     return stream->Finish();
   }
@@ -429,7 +429,8 @@ HttpHandler MakeGenerationHttpHandler(std::shared_ptr<const GenerativeModels> mo
 HttpHandler MakeGenerationMetricsHttpHandler(std::shared_ptr<const GenerativeModels> models,
                                              serving::ModelManager* manager) {
   return [models, manager](HttpRequest req, HttpResponder reply) {
-    if (req.path != "/metrics") return reply(JsonReply(404, JsonError("unknown path; try /metrics")));
+    if (req.path != "/metrics")
+      return reply(JsonReply(404, JsonError("unknown path; try /metrics")));
     if (req.method != "GET") return reply(JsonReply(405, JsonError("use GET /metrics")));
     auto process = ReadProcessStats();
     std::vector<GenerationMetrics> gen;
@@ -439,9 +440,10 @@ HttpHandler MakeGenerationMetricsHttpHandler(std::shared_ptr<const GenerativeMod
     }
     HttpReply r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    r.body = RenderPrometheusMetrics(
-        manager != nullptr ? manager->GetStatistics() : std::vector<serving::ModelStatisticsSnapshot>{},
-        process.ok() ? &*process : nullptr);
+    r.body = RenderPrometheusMetrics(manager != nullptr
+                                         ? manager->GetStatistics()
+                                         : std::vector<serving::ModelStatisticsSnapshot>{},
+                                     process.ok() ? &*process : nullptr);
     r.body += RenderGenerationMetrics(gen);
     reply(std::move(r));
   };

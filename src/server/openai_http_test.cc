@@ -196,9 +196,9 @@ TEST_F(GenerationApiTest, DefaultMaxTokensFitTheContext) {
 
 TEST_F(GenerationApiTest, EngineRejectionAndFailure) {
   fake_->FailSubmits(InvalidArgument("duplicate request id"));
-  EXPECT_EQ(ExpectOpenAiError(Call("POST", "/v1/completions", R"({"model":"tiny","prompt":"a"})"),
-                              400),
-            "");
+  EXPECT_EQ(
+      ExpectOpenAiError(Call("POST", "/v1/completions", R"({"model":"tiny","prompt":"a"})"), 400),
+      "");
   fake_->FailSubmits(Status::Ok());
   bool answered;
   Call("POST", "/v1/completions", R"({"model":"tiny","prompt":"a"})", &answered);
@@ -253,7 +253,8 @@ TEST_F(GenerationApiTest, ChatStreamFramesServerSentEvents) {
 }
 
 TEST_F(GenerationApiTest, CancelledStreamCancelsTheSequence) {
-  HttpReply r = Call("POST", "/v1/completions", R"({"model": "tiny", "prompt": "a", "stream": true})");
+  HttpReply r =
+      Call("POST", "/v1/completions", R"({"model": "tiny", "prompt": "a", "stream": true})");
   ASSERT_NE(r.stream, nullptr);
   const std::string id = fake_->ids()[0];
   fake_->Emit(id, TextEvent("x"));
@@ -322,9 +323,9 @@ TEST(ChatTemplate, ParsesAndRejects) {
   EXPECT_EQ(*text, "<u>x</u><u>y</u><a>");
   EXPECT_EQ(t->stop(), std::vector<std::string>{"</a>"});
   EXPECT_FALSE(t->Render({{"system", "x"}}).ok());
-  for (const char* bad : {"", "[]", "{}", R"({"roles": {"user": 1}})",
-                          R"({"roles": {"user": {"prefix": 1}}})",
-                          R"({"roles": {"user": {}}, "stop": "x"})"}) {
+  for (const char* bad :
+       {"", "[]", "{}", R"({"roles": {"user": 1}})", R"({"roles": {"user": {"prefix": 1}}})",
+        R"({"roles": {"user": {}}, "stop": "x"})"}) {
     EXPECT_FALSE(ChatTemplate::Parse(bad).ok()) << bad;
   }
 }
@@ -345,7 +346,8 @@ TEST(GenerationMetricsText, RendersFamilies) {
   m.ttft.sum = 0.2;
   std::string text = RenderGenerationMetrics({m});
   for (const char* line :
-       {"inferd_num_requests_running{model=\"tiny\"} 2\n", "inferd_kv_cache_usage_perc{model=\"tiny\"} 0.25\n",
+       {"inferd_num_requests_running{model=\"tiny\"} 2\n",
+        "inferd_kv_cache_usage_perc{model=\"tiny\"} 0.25\n",
         "inferd_prefix_cache_hits_total{model=\"tiny\"} 64\n",
         "inferd_num_preemptions_total{model=\"tiny\"} 4\n",
         "inferd_time_to_first_token_seconds_bucket{model=\"tiny\",le=\"0.1\"} 3\n",

@@ -29,18 +29,20 @@ StatusOr<size_t> ParseBytes(const std::string& key, const std::string& text) {
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
   std::string unit = text.substr(digits);
   for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  uint64_t mult = unit.empty() || unit == "b"         ? 1
-                  : unit == "k" || unit == "kib"      ? uint64_t{1} << 10
-                  : unit == "kb"                      ? 1000
-                  : unit == "m" || unit == "mib"      ? uint64_t{1} << 20
-                  : unit == "mb"                      ? 1000 * 1000
-                  : unit == "g" || unit == "gib"      ? uint64_t{1} << 30
-                  : unit == "gb"                      ? 1000 * 1000 * 1000
-                                                      : 0;
+  uint64_t mult = unit.empty() || unit == "b"    ? 1
+                  : unit == "k" || unit == "kib" ? uint64_t{1} << 10
+                  : unit == "kb"                 ? 1000
+                  : unit == "m" || unit == "mib" ? uint64_t{1} << 20
+                  : unit == "mb"                 ? 1000 * 1000
+                  : unit == "g" || unit == "gib" ? uint64_t{1} << 30
+                  : unit == "gb"                 ? 1000 * 1000 * 1000
+                                                 : 0;
   auto n = ParseInt(key, text.substr(0, digits), 1, int64_t{1} << 40);
   if (mult == 0 || !n.ok() || static_cast<uint64_t>(*n) > (uint64_t{1} << 40) / mult) {
-    return InvalidArgument("config.pbtxt: parameter '{}' must be a size between 1 byte and 1 TiB "
-                           "such as 256MiB (got '{}')", key, text);
+    return InvalidArgument(
+        "config.pbtxt: parameter '{}' must be a size between 1 byte and 1 TiB "
+        "such as 256MiB (got '{}')",
+        key, text);
   }
   return static_cast<size_t>(static_cast<uint64_t>(*n) * mult);
 }
@@ -73,10 +75,12 @@ Status SetParameter(const std::string& key, const std::string& v, GenerativeConf
   } else if (key == "chunked_prefill") {
     ASSIGN_OR_RETURN(c->chunked_prefill, ParseBool(key, v));
   } else {
-    return InvalidArgument("config.pbtxt: unknown parameter '{}' for backend '{}' (known: "
-                           "kv_cache_bytes, block_size, max_num_batched_tokens, max_num_seqs, "
-                           "max_context, num_threads, int8_weights, enable_prefix_caching, "
-                           "chunked_prefill)", key, kGenerativeBackend);
+    return InvalidArgument(
+        "config.pbtxt: unknown parameter '{}' for backend '{}' (known: "
+        "kv_cache_bytes, block_size, max_num_batched_tokens, max_num_seqs, "
+        "max_context, num_threads, int8_weights, enable_prefix_caching, "
+        "chunked_prefill)",
+        key, kGenerativeBackend);
   }
   return Status::Ok();
 }

@@ -27,16 +27,16 @@ namespace inferd::serving {
 inline constexpr const char* kGenerativeBackend = "inferd_generate";
 
 struct GenerativeConfig {
-  std::filesystem::path model_dir;          // where model.onnx, config.json, tokenizer.model are
+  std::filesystem::path model_dir;            // where model.onnx, config.json, tokenizer.model are
   size_t kv_cache_bytes = size_t{256} << 20;  // "kv_cache_bytes": K+V of all layers ("64MiB")
-  int block_size = 16;                      // "block_size": tokens per KV block
-  int max_num_batched_tokens = 512;         // "max_num_batched_tokens": token budget per step
-  int max_num_seqs = 64;                    // "max_num_seqs": sequences per step
-  int max_context = 0;                      // "max_context": 0 = config.json's context
-  bool int8_weights = false;                // "int8_weights": dynamic-int8 MatMul weights
-  bool enable_prefix_caching = true;        // "enable_prefix_caching"
-  bool chunked_prefill = true;              // "chunked_prefill"
-  int num_threads = 0;                      // "num_threads": 0 = the server's --threads
+  int block_size = 16;                        // "block_size": tokens per KV block
+  int max_num_batched_tokens = 512;           // "max_num_batched_tokens": token budget per step
+  int max_num_seqs = 64;                      // "max_num_seqs": sequences per step
+  int max_context = 0;                        // "max_context": 0 = config.json's context
+  bool int8_weights = false;                  // "int8_weights": dynamic-int8 MatMul weights
+  bool enable_prefix_caching = true;          // "enable_prefix_caching"
+  bool chunked_prefill = true;                // "chunked_prefill"
+  int num_threads = 0;                        // "num_threads": 0 = the server's --threads
 };
 
 // True when the parsed config's backend is kGenerativeBackend.
