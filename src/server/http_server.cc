@@ -35,6 +35,80 @@ constexpr const char* kKeptHeaders[] = {"inference-header-content-length", "cont
 
 }  // namespace
 
+bool HttpStream::Write(std::string data) {
+  if (data.empty()) return !cancelled();
+  {
+    MutexLock lock(&mu_);
+    if (cancelled_ || finished_) return false;
+    pending_.push_back(std::move(data));
+  }
+  Wake();
+  return true;
+}
+
+void HttpStream::Finish() {
+  {
+    MutexLock lock(&mu_);
+    if (cancelled_ || finished_) return;
+    finished_ = true;
+  }
+  Wake();
+}
+
+void HttpStream::SetOnCancel(std::function<void()> on_cancel) {
+  {
+    MutexLock lock(&mu_);
+    if (!cancelled_) {
+      on_cancel_ = std::move(on_cancel);
+      return;
+    }
+  }
+  on_cancel();
+}
+
+bool HttpStream::cancelled() const {
+  MutexLock lock(&mu_);
+  return cancelled_;
+}
+
+void HttpStream::Attach(std::function<void()> wake) {
+  {
+    MutexLock lock(&mu_);
+    wake_ = std::move(wake);
+  }
+  Wake();
+}
+
+bool HttpStream::Take(std::vector<std::string>* out) {
+  MutexLock lock(&mu_);
+  out->insert(out->end(), std::make_move_iterator(pending_.begin()),
+              std::make_move_iterator(pending_.end()));
+  pending_.clear();
+  return finished_;
+}
+
+void HttpStream::Cancel() {
+  std::function<void()> on_cancel;
+  {
+    MutexLock lock(&mu_);
+    if (cancelled_ || finished_) return;
+    cancelled_ = true;
+    pending_.clear();
+    wake_ = nullptr;
+    on_cancel = std::move(on_cancel_);
+  }
+  if (on_cancel) on_cancel();
+}
+
+void HttpStream::Wake() {
+  std::function<void()> wake;
+  {
+    MutexLock lock(&mu_);
+    wake = wake_;
+  }
+  if (wake) wake();
+}
+
 struct HttpServer::Impl {
   HttpServerOptions options;
   HttpHandler handler;
@@ -147,6 +221,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // sequence machinery were a visible share of the server's CPU).
   void Write(HttpReply r) {
     if (server_->stopped.load()) return;
+    if (r.stream) return WriteStreamHead(std::move(r));
     const auto status = static_cast<http::status>(r.status);
     const beast::string_view reason = http::obsolete_reason(status);
     head_.clear();
@@ -174,6 +249,74 @@ class Session : public std::enable_shared_from_this<Session> {
     ReadHeader();
   }
 
+  // Streamed replies: the head, then chunks as the producer queues them (Flush), then the
+  // terminating chunk and Connection: close (so no pipelined request has to wait behind the
+  // stream, and the watch read below never races the next request's read).
+  void WriteStreamHead(HttpReply r) {
+    keep_alive_ = false;
+    streaming_ = std::move(r.stream);
+    r.headers.emplace_back("Transfer-Encoding", "chunked");
+    r.headers.emplace_back("Cache-Control", "no-cache");
+    head_.clear();
+    head_.append("HTTP/1.1 ").append(std::to_string(r.status)).append(" ");
+    const beast::string_view reason = http::obsolete_reason(static_cast<http::status>(r.status));
+    head_.append(reason.data(), reason.size()).append("\r\nServer: inferd\r\n");
+    if (!r.content_type.empty()) head_.append("Content-Type: ").append(r.content_type).append("\r\n");
+    for (const auto& [k, v] : r.headers) head_.append(k).append(": ").append(v).append("\r\n");
+    head_.append("Connection: close\r\n\r\n");
+    stream_writing_ = true;
+    stream_.expires_after(kIdleTimeout);
+    net::async_write(stream_, net::buffer(head_),
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       self->stream_writing_ = false;
+                       if (ec) return self->Close(ec);
+                       std::weak_ptr<Session> weak = self;
+                       self->streaming_->Attach([weak] {
+                         if (auto s = weak.lock()) {
+                           net::post(s->stream_.get_executor(), [s] { s->Flush(); });
+                         }
+                       });
+                       self->WatchForDisconnect();
+                     });
+  }
+
+  // Writes what the stream queued as HTTP chunks; one write in flight at a time.
+  void Flush() {
+    if (stream_writing_ || streaming_ == nullptr || stream_done_) return;
+    std::vector<std::string> chunks;
+    const bool finished = streaming_->Take(&chunks);
+    if (chunks.empty() && !finished) return;
+    body_.clear();
+    for (const auto& c : chunks) {
+      body_.append(fmt::format("{:x}\r\n", c.size())).append(c).append("\r\n");
+    }
+    if (finished) {
+      body_.append("0\r\n\r\n");
+      stream_done_ = true;
+    }
+    stream_writing_ = true;
+    stream_.expires_after(kIdleTimeout);
+    net::async_write(stream_, net::buffer(body_),
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       self->stream_writing_ = false;
+                       if (ec) return self->Close(ec);
+                       if (self->stream_done_) return self->Close({});
+                       self->Flush();
+                     });
+  }
+
+  // A read pending while the body streams: the client sends nothing more (Connection: close),
+  // so its completion with an error or EOF means the client went away.
+  void WatchForDisconnect() {
+    if (watch_buffer_.empty()) watch_buffer_.resize(4096);
+    stream_.async_read_some(net::buffer(watch_buffer_),
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              if (self->stream_done_) return;
+                              if (ec) return self->Close(ec);
+                              self->WatchForDisconnect();  // stray bytes: ignore
+                            });
+  }
+
   // Reads and discards what the client still sends, then closes.
   void Drain() {
     beast::error_code ignored;
@@ -196,6 +339,8 @@ class Session : public std::enable_shared_from_this<Session> {
         ec != net::error::connection_reset) {
       spdlog::debug("http: closing connection: {}", ec.message());
     }
+    // A stream still running loses its client here (no-op once finished).
+    if (streaming_ != nullptr) streaming_->Cancel();
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream_.socket().close(ignored);
@@ -210,6 +355,10 @@ class Session : public std::enable_shared_from_this<Session> {
   bool drain_after_write_ = false;
   std::vector<char> drain_buffer_;
   size_t drained_ = 0;
+  std::shared_ptr<HttpStream> streaming_;  // the streamed reply, once its head is written
+  bool stream_writing_ = false;            // a head or chunk write is in flight
+  bool stream_done_ = false;               // the terminating chunk is written or being written
+  std::vector<char> watch_buffer_;
 };
 
 }  // namespace

@@ -12,6 +12,12 @@
 // connection is in flight at a time (the next is read once the reply is written), so replies
 // keep request order. Bodies over `max_request_bytes` get 413 with a JSON error and the
 // connection is closed; a client that sends `Expect: 100-continue` gets the 100 first.
+//
+// Streaming: a reply with `stream` set sends its headers with `Transfer-Encoding: chunked`, then
+// each HttpStream::Write as one chunk as soon as the socket takes it (server-sent events), and
+// closes the connection after HttpStream::Finish. While the body streams the connection watches
+// the socket: a client that disconnects cancels the stream (HttpStream::SetOnCancel), so the
+// producer can stop the work behind it.
 #pragma once
 
 #include <cstddef>
@@ -22,7 +28,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace inferd::server {
 
@@ -49,6 +57,40 @@ struct HttpRequest {
   }
 };
 
+// A reply body written piece by piece (HttpReply::stream). The producer side (Write, Finish,
+// SetOnCancel, cancelled) may be called from any thread, before or after the reply is handed to
+// the responder: chunks written early wait in the stream. Stopping the server does not cancel
+// streams; the producer's Write calls are then dropped.
+class HttpStream {
+ public:
+  // Queues `data` (empty data is ignored) as one chunk. False (and dropped) once the stream was
+  // cancelled or finished.
+  bool Write(std::string data) EXCLUDES(mu_);
+  // Ends the body (the terminating chunk follows the queued ones). Idempotent.
+  void Finish() EXCLUDES(mu_);
+  // `on_cancel` runs once when the client disconnects (or a write to it fails) before Finish; it
+  // runs on an I/O thread and must not block. Called at once if the stream is already cancelled.
+  void SetOnCancel(std::function<void()> on_cancel) EXCLUDES(mu_);
+  bool cancelled() const EXCLUDES(mu_);
+
+  // The connection's side (http_server.cc). Attach: `wake` is called (from the producer's
+  // thread, outside the lock) whenever there is something new to take. Take moves the queued
+  // chunks into *out and returns whether Finish was called. Cancel marks the client gone.
+  void Attach(std::function<void()> wake) EXCLUDES(mu_);
+  bool Take(std::vector<std::string>* out) EXCLUDES(mu_);
+  void Cancel() EXCLUDES(mu_);
+
+ private:
+  void Wake() EXCLUDES(mu_);
+
+  mutable Mutex mu_;
+  std::vector<std::string> pending_ GUARDED_BY(mu_);
+  bool finished_ GUARDED_BY(mu_) = false;
+  bool cancelled_ GUARDED_BY(mu_) = false;
+  std::function<void()> wake_ GUARDED_BY(mu_);
+  std::function<void()> on_cancel_ GUARDED_BY(mu_);
+};
+
 struct HttpReply {
   int status = 200;
   std::string content_type = "application/json";
@@ -59,6 +101,8 @@ struct HttpReply {
   // batch) uses it to move response encoding off that thread, so the I/O threads encode replies
   // in parallel while the worker goes on to the next batch.
   std::function<void(HttpReply*)> render;
+  // When set, `body` is ignored and the body is streamed from here (see the file comment).
+  std::shared_ptr<HttpStream> stream;
 };
 
 // Must be called exactly once per request, from any thread.

@@ -162,3 +162,79 @@ std::string RenderPrometheusMetrics(const std::vector<ModelStatisticsSnapshot>& 
 }
 
 }  // namespace inferd::server
+
+namespace inferd::server {
+
+std::string RenderGenerationMetrics(const std::vector<GenerationMetrics>& models) {
+  std::string out;
+  if (models.empty()) return out;
+  auto it = std::back_inserter(out);
+  std::vector<std::string> labels;
+  for (const auto& m : models) labels.push_back(fmt::format("model=\"{}\"", EscapeLabelValue(m.model)));
+  struct HistFamily {
+    const char* name;
+    const char* help;
+    HistogramSnapshot GenerationMetrics::*field;
+  };
+  const HistFamily hists[] = {
+      {"inferd_time_to_first_token_seconds", "Time from arrival to the first generated token.",
+       &GenerationMetrics::ttft},
+      {"inferd_time_per_output_token_seconds",
+       "Mean time per generated token after the first, per request.", &GenerationMetrics::tpot},
+      {"inferd_inter_token_latency_seconds", "Time between consecutive generated tokens.",
+       &GenerationMetrics::itl},
+      {"inferd_e2e_request_latency_seconds", "Time from arrival to the last token.",
+       &GenerationMetrics::e2e},
+  };
+  for (const auto& h : hists) {
+    Header(out, h.name, "histogram", h.help);
+    for (size_t i = 0; i < models.size(); ++i) {
+      Histogram(out, h.name, labels[i], models[i].*(h.field), 1.0);
+    }
+  }
+  struct Family {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*value)(const GenerationMetrics&);
+  };
+  using M = GenerationMetrics;
+  const Family families[] = {
+      {"inferd_prompt_tokens_total", "counter", "Prompt tokens processed (prefill).",
+       [](const M& m) { return static_cast<double>(m.prompt_tokens); }},
+      {"inferd_generation_tokens_total", "counter", "Tokens generated.",
+       [](const M& m) { return static_cast<double>(m.generated_tokens); }},
+      {"inferd_num_requests_running", "gauge", "Sequences in the running batch.",
+       [](const M& m) { return static_cast<double>(m.running); }},
+      {"inferd_num_requests_waiting", "gauge", "Sequences waiting for admission.",
+       [](const M& m) { return static_cast<double>(m.waiting); }},
+      {"inferd_kv_cache_usage_perc", "gauge", "Fraction of KV cache blocks in use (0 to 1).",
+       [](const M& m) {
+         return m.kv_blocks_total > 0 ? static_cast<double>(m.kv_blocks_used) /
+                                            static_cast<double>(m.kv_blocks_total)
+                                      : 0.0;
+       }},
+      {"inferd_kv_cache_blocks_used", "gauge", "KV cache blocks in use.",
+       [](const M& m) { return static_cast<double>(m.kv_blocks_used); }},
+      {"inferd_kv_cache_blocks", "gauge", "KV cache blocks in the pool (used and free).",
+       [](const M& m) { return static_cast<double>(m.kv_blocks_total); }},
+      {"inferd_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
+       [](const M& m) { return static_cast<double>(m.prefix_queries); }},
+      {"inferd_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",
+       [](const M& m) { return static_cast<double>(m.prefix_hits); }},
+      {"inferd_num_preemptions_total", "counter",
+       "Sequences preempted (blocks freed, recomputed later) when the KV cache ran out.",
+       [](const M& m) { return static_cast<double>(m.preemptions); }},
+      {"inferd_generation_requests_total", "counter", "Generation requests finished.",
+       [](const M& m) { return static_cast<double>(m.requests_finished); }},
+  };
+  for (const auto& f : families) {
+    Header(out, f.name, f.type, f.help);
+    for (size_t i = 0; i < models.size(); ++i) {
+      fmt::format_to(it, "{}{{{}}} {}\n", f.name, labels[i], Num(f.value(models[i])));
+    }
+  }
+  return out;
+}
+
+}  // namespace inferd::server

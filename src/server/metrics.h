@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "server/text_generator.h"
 #include "serving/model_manager.h"
 
 namespace inferd::server {
@@ -39,6 +40,18 @@ StatusOr<ProcessStats> ReadProcessStats();
 // Renders every family; models without traffic still get zero-valued series.
 std::string RenderPrometheusMetrics(const std::vector<serving::ModelStatisticsSnapshot>& models,
                                     const ProcessStats* process);
+
+// The generation families (label `model`), in vLLM's names under the inferd_ prefix:
+//   inferd_time_to_first_token_seconds, inferd_time_per_output_token_seconds,
+//   inferd_inter_token_latency_seconds, inferd_e2e_request_latency_seconds   histograms
+//   inferd_prompt_tokens_total, inferd_generation_tokens_total               counters (tokens)
+//   inferd_num_requests_running, inferd_num_requests_waiting                 gauges (sequences)
+//   inferd_kv_cache_usage_perc (used blocks / all blocks, 0..1),
+//   inferd_kv_cache_blocks_used, inferd_kv_cache_blocks (the pool)           gauges
+//   inferd_prefix_cache_queries_total, inferd_prefix_cache_hits_total        counters (tokens)
+//   inferd_num_preemptions_total, inferd_generation_requests_total           counters
+// Empty input renders nothing (no generative model, no families).
+std::string RenderGenerationMetrics(const std::vector<GenerationMetrics>& models);
 
 // Escapes a label value (backslash, double quote, newline) for the exposition format.
 std::string EscapeLabelValue(std::string_view value);

@@ -64,7 +64,15 @@ TEST(Metrics, PassesPromtool) {
   if (!std::filesystem::exists("/usr/bin/promtool")) GTEST_SKIP() << "promtool not installed";
   auto p = ReadProcessStats();
   ASSERT_TRUE(p.ok());
-  std::string text = RenderPrometheusMetrics({Snapshot("a", 1), Snapshot("b", 2)}, &*p);
+  GenerationMetrics gen;
+  gen.model = "tiny-llama";
+  gen.kv_blocks_total = 8;
+  gen.ttft.bounds = {0.01, 0.1};
+  gen.ttft.counts = {1, 0, 1};
+  gen.ttft.count = 2;
+  gen.ttft.sum = 0.5;
+  std::string text = RenderPrometheusMetrics({Snapshot("a", 1), Snapshot("b", 2)}, &*p) +
+                     RenderGenerationMetrics({gen});
   auto path = std::filesystem::temp_directory_path() / "inferd_metrics_test.prom";
   std::ofstream(path) << text;
   std::string cmd = "/usr/bin/promtool check metrics < " + path.string() + " 2>&1";

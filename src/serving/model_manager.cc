@@ -91,8 +91,8 @@ void ModelManager::LoadModels(const std::vector<std::string>& names) {
 }
 
 Status ModelManager::LoadRepository() {
-  ASSIGN_OR_RETURN(const std::vector<std::string> names, ScanModelFolders(options_.repository));
-  LoadModels(names);
+  ASSIGN_OR_RETURN(std::vector<std::string> names, ScanModelFolders(options_.repository));
+  LoadModels(OwnModels(std::move(names)));
   return Status::Ok();
 }
 
@@ -107,7 +107,7 @@ Status ModelManager::Start() {
     std::vector<std::string> names;
     for (const std::string& n : options_.startup_models) {
       if (n == "*") {
-        names = ListModelFolders(options_.repository);
+        names = OwnModels(ListModelFolders(options_.repository));
         break;
       }
       names.push_back(n);
@@ -118,9 +118,17 @@ Status ModelManager::Start() {
   return Status::Ok();
 }
 
+std::vector<std::string> ModelManager::OwnModels(std::vector<std::string> names) const {
+  std::erase_if(names, [&](const std::string& n) { return options_.external_models.count(n) != 0; });
+  return names;
+}
+
 // ---- loading and unloading ----
 
 Status ModelManager::LoadModel(const std::string& name) {
+  if (options_.external_models.count(name) != 0) {
+    return FailedPrecondition("model '{}' is a generative model, loaded once at start", name);
+  }
   if (!HasModelFolder(options_.repository, name)) {
     return NotFound("no model '{}' in repository '{}'", name, options_.repository.string());
   }
@@ -207,7 +215,7 @@ void ModelManager::Retire(std::vector<std::shared_ptr<ModelVersion>> retired) {
 
 void ModelManager::PollRepository() {
   const std::map<std::string, std::string> loaded = LoadedFingerprints();
-  const std::vector<std::string> on_disk = ListModelFolders(options_.repository);
+  const std::vector<std::string> on_disk = OwnModels(ListModelFolders(options_.repository));
   for (const std::string& name : on_disk) {
     auto it = loaded.find(name);
     if (it != loaded.end() && it->second == FolderFingerprint(options_.repository / name)) continue;
@@ -411,7 +419,7 @@ std::vector<ModelStatisticsSnapshot> ModelManager::GetStatistics(const std::stri
 std::vector<ModelIndexEntry> ModelManager::Index() const {
   std::vector<std::string> on_disk;
   if (options_.control_mode == ModelControlMode::kExplicit) {
-    on_disk = ListModelFolders(options_.repository);
+    on_disk = OwnModels(ListModelFolders(options_.repository));
   }
   MutexLock l(&mu_);
   std::vector<ModelIndexEntry> out;

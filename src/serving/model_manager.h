@@ -35,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,10 @@ struct ModelManagerOptions {
   // Server readiness requires every model of the repository to be READY (Triton's
   // --strict-readiness); false: ready once the repository was scanned.
   bool strict_readiness = true;
+  // Model folders that another frontend serves (generative models: src/genserve, wired by
+  // `inferd serve`): the manager never loads them and leaves them out of scans, Index() and
+  // readiness; LoadModel on one is FAILED_PRECONDITION.
+  std::set<std::string> external_models;
   // Time source for queue delays and timeouts, the poll interval, the retire deadline and
   // WaitForIdle; nullptr = the process's RealClock. Must outlive the manager.
   Clock* clock = nullptr;
@@ -225,6 +230,8 @@ class ModelManager {
   // Folder fingerprints of the models loaded (not unloaded), by name.
   std::map<std::string, std::string> LoadedFingerprints() const EXCLUDES(mu_);
   Status CheckExplicitMode() const;
+  // The repository's model folders less external_models (`names` as scanned).
+  std::vector<std::string> OwnModels(std::vector<std::string> names) const;
   ModelLoadOptions LoadOptions() const;
 
   ModelManagerOptions options_;

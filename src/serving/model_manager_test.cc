@@ -237,3 +237,31 @@ TEST(ModelConfigTest, ValidationErrors) {
 
 }  // namespace
 }  // namespace inferd::serving
+
+namespace inferd::serving {
+namespace {
+
+// A generative folder handed to another frontend is not loaded, listed or needed for readiness.
+TEST(ModelManagerExternal, SkipsExternalModels) {
+  const fs::path repo = testing::FreshRepository("serving_external_");
+  WriteAddModel(repo / "double" / "1" / "model.onnx");
+  WriteFile(repo / "gen" / "config.pbtxt", "backend: \"inferd_generate\"\n");
+  ModelManagerOptions o;
+  o.repository = repo;
+  o.total_threads = 2;
+  o.external_models = {"gen"};
+  auto m = ModelManager::Create(o);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_TRUE((*m)->Start().ok());
+  EXPECT_TRUE((*m)->IsReady());
+  auto index = (*m)->Index();
+  ASSERT_EQ(index.size(), 1u);
+  EXPECT_EQ(index[0].name, "double");
+  EXPECT_EQ((*m)->LoadModel("gen").code(), StatusCode::kFailedPrecondition);
+  EXPECT_FALSE((*m)->GetMetadata("gen").ok());
+  m->reset();
+  fs::remove_all(repo);
+}
+
+}  // namespace
+}  // namespace inferd::serving

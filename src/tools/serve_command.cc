@@ -13,7 +13,9 @@
 #include "server/grpc_server.h"
 #include "server/http_server.h"
 #include "server/kserve_http.h"
+#include "server/openai_http.h"
 #include "serving/model_manager.h"
+#include "tools/serve_generation.h"
 
 namespace inferd::tools {
 
@@ -116,6 +118,9 @@ Status ServeCommand(const ServeOptions& o) {
   if (!o.load_models.empty() && mo.control_mode != serving::ModelControlMode::kExplicit) {
     return InvalidArgument("--load-model needs --model-control-mode explicit");
   }
+  // Generative folders go to their engines (the generation API), not to the ModelManager.
+  ServedGenerativeModels generative = LoadGenerativeModels(o.model_repository, o.threads);
+  mo.external_models = generative.folders;
   ASSIGN_OR_RETURN(auto manager, serving::ModelManager::Create(mo));
   spdlog::info("loading model repository {} (model control mode {})", o.model_repository,
                o.model_control_mode);
@@ -136,8 +141,15 @@ Status ServeCommand(const ServeOptions& o) {
   ho.port = static_cast<uint16_t>(o.http_port);
   ho.io_threads = o.http_threads;
   ho.max_request_bytes = max_bytes;
-  ASSIGN_OR_RETURN(auto http, server::HttpServer::Start(ho, server::MakeKServeHttpHandler(manager.get())));
+  ASSIGN_OR_RETURN(auto http, server::HttpServer::Start(
+                                   ho, server::MakeGenerationHttpHandler(
+                                           generative.models, manager.get(),
+                                           server::MakeKServeHttpHandler(manager.get()))));
   spdlog::info("HTTP KServe v2 listening on http://{}:{}", url_host, http->port());
+  if (!generative.models->ready.empty()) {
+    spdlog::info("OpenAI-compatible API on http://{}:{}/v1 ({} generative model(s))", url_host,
+                 http->port(), generative.models->ready.size());
+  }
 
   std::unique_ptr<server::GrpcServer> grpc;
   if (o.grpc_port >= 0) {
@@ -155,8 +167,8 @@ Status ServeCommand(const ServeOptions& o) {
     mho.port = static_cast<uint16_t>(o.metrics_port);
     mho.io_threads = 1;
     mho.max_request_bytes = 64 * 1024;
-    ASSIGN_OR_RETURN(metrics,
-                     server::HttpServer::Start(mho, server::MakeMetricsHttpHandler(manager.get())));
+    ASSIGN_OR_RETURN(metrics, server::HttpServer::Start(mho, server::MakeGenerationMetricsHttpHandler(
+                                                                  generative.models, manager.get())));
     spdlog::info("metrics listening on http://{}:{}/metrics", url_host, metrics->port());
   }
 
@@ -181,6 +193,7 @@ Status ServeCommand(const ServeOptions& o) {
   if (metrics) metrics->Stop();
   if (grpc) grpc->Stop();
   manager.reset();
+  generative.models.reset();  // the engines cancel what still runs and join their threads
   spdlog::info("stopped");
   return Status::Ok();
 }

@@ -2,7 +2,8 @@
 """Writes the example model repository that `make run` serves (Triton's layout).
 
     /usr/bin/python3 tests/cli/example_repository.py --models build/models \
-        --out build/example_repository [--image mobilenet_v2|resnet50]
+        --out build/example_repository [--image mobilenet_v2|resnet50] \
+        [--gen-models build/models/gen]
 
 MODELS is the cache written by scripts/export_models.py. The repository gets:
 
@@ -10,6 +11,9 @@ MODELS is the cache written by scripts/export_models.py. The repository gets:
     dlrm/           the recommender, max_batch_size 64 with dynamic batching
     bert_base/      BERT-base, ragged batching over the sequence length (padded with 0)
     <image>/        MobileNetV2 (default) or ResNet-50, max_batch_size 8 with dynamic batching
+    tiny-llama/     with --gen-models and once scripts/generation/build_models.py built it: the
+                    Jane Austen decoder, a generative model (backend "inferd_generate") served on
+                    the OpenAI-compatible /v1 routes, with a chat_template.json
 
 Version folders link to the exported model files (no 500 MB copies); the config.pbtxt files use
 Triton's field names, so the same folder loads in Triton's onnxruntime backend. The script is
@@ -74,6 +78,47 @@ instance_group [ {{ count: 1 kind: KIND_CPU }} ]
 }
 
 
+GEN_CONFIG = """\
+name: "tiny-llama"
+backend: "inferd_generate"
+parameters { key: "kv_cache_bytes" value: { string_value: "64MiB" } }
+parameters { key: "block_size" value: { string_value: "16" } }
+parameters { key: "max_num_batched_tokens" value: { string_value: "512" } }
+parameters { key: "max_num_seqs" value: { string_value: "16" } }
+"""
+
+# server/chat_template.h's format. The model was trained on prose (with straight quotes), not
+# dialogue: the template frames the conversation as a novel's, so its answer is the next quoted
+# speech, and the closing quote stops it.
+GEN_CHAT_TEMPLATE = r"""{
+  "roles": {
+    "system": {"prefix": "", "suffix": "\n\n"},
+    "user": {"prefix": "\"", "suffix": "\" said Elizabeth.\n\n"},
+    "assistant": {"prefix": "\"", "suffix": "\" replied Mr. Darcy.\n\n"}
+  },
+  "generation_prompt": "\"",
+  "stop": ["\""]
+}
+"""
+
+
+def write_generative(gen_models, out):
+    """tiny-llama/ linking the files of GEN_MODELS/tiny-llama; False when it is not built."""
+    src = os.path.join(gen_models, "tiny-llama")
+    if not os.path.exists(os.path.join(src, "model.onnx")):
+        return False
+    version_dir = os.path.join(out, "tiny-llama", "1")
+    os.makedirs(version_dir)
+    for f in sorted(os.listdir(src)):
+        if f.startswith("model.onnx") or f in ("config.json", "tokenizer.model"):
+            link_model(os.path.join(src, f), os.path.join(version_dir, f))
+    with open(os.path.join(out, "tiny-llama", "config.pbtxt"), "w") as f:
+        f.write(GEN_CONFIG)
+    with open(os.path.join(out, "tiny-llama", "chat_template.json"), "w") as f:
+        f.write(GEN_CHAT_TEMPLATE)
+    return True
+
+
 def write_identity(path):
     g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "identity",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16])],
@@ -95,11 +140,12 @@ def main():
     ap.add_argument("--models", required=True, help="scripts/export_models.py output folder")
     ap.add_argument("--out", required=True, help="repository folder to (re)write")
     ap.add_argument("--image", default="mobilenet_v2", choices=["mobilenet_v2", "resnet50"])
+    ap.add_argument("--gen-models", help="scripts/generation/build_models.py output folder")
     args = ap.parse_args()
 
     os.makedirs(args.out, exist_ok=True)
     # Only our own model folders are rewritten; anything else a user put there stays.
-    for name in ("identity", "dlrm", "bert_base", "mobilenet_v2", "resnet50"):
+    for name in ("identity", "dlrm", "bert_base", "mobilenet_v2", "resnet50", "tiny-llama"):
         shutil.rmtree(os.path.join(args.out, name), ignore_errors=True)
 
     models = {"identity": None, "dlrm": "dlrm", "bert_base": "bert_base", args.image: args.image}
@@ -116,7 +162,10 @@ def main():
         config = CONFIGS.get(name) or CONFIGS["image"].format(name=name)
         with open(os.path.join(args.out, name, "config.pbtxt"), "w") as f:
             f.write(config)
-    print(f"example repository: {', '.join(sorted(models))} in {args.out}")
+    names = sorted(models)
+    if args.gen_models and write_generative(args.gen_models, args.out):
+        names.append("tiny-llama")
+    print(f"example repository: {', '.join(names)} in {args.out}")
 
 
 if __name__ == "__main__":

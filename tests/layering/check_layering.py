@@ -254,6 +254,11 @@ def main():
         print(f"{args.link_graph} missing: configure the build first (CMakeLists.txt writes it)")
         return 1
     problems = []
+    # src/genserve (the generation API's engine adapter) builds only once src/generation exists.
+    if (args.source_dir / "src" / "generation" / "engine.h").is_file():
+        ALLOWED["genserve"] = {"server", "serving", "generation", "common", "model_config_proto"}
+        ALLOWED["tools"] |= {"genserve"}
+        TARGET["genserve"] = "inferd_genserve"
     prod, tests = scan_includes(args.source_dir / "src")
     check_sources(prod, problems)
     links = read_link_graph(args.link_graph)
