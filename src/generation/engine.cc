@@ -355,6 +355,7 @@ void GenerationEngine::Finish(Request& request, GenerationEvent event, std::stri
     active_ids_.erase(request.id);
   }
   requests_.erase(request.seq_id);   // `request` is gone from here on
+  PublishStats();   // a client seeing the final event sees the blocks freed
   on_event(event);
 }
 
