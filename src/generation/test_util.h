@@ -98,15 +98,18 @@ class FakeRunner : public ModelRunner {
   int block_size() const override { return block_size_; }
   int num_blocks() const override { return num_blocks_; }
 
-  // Called at the start of every Step (e.g. to advance a FakeClock, or to inject a failure).
-  std::function<Status(int step)> on_step;
+  // Called at the start of every Step with the number of earlier calls (e.g. to advance a
+  // FakeClock, or to inject a failure: an error is returned as the step's).
+  std::function<Status(int call)> on_step;
+  int calls = 0;
   // Every step's chunks, in order (read after the engine is done, or from on_step).
   std::vector<StepRecord> steps;
   // The first inconsistency found (also returned by that Step).
   std::string error;
 
   Status Step(std::span<const SequenceChunk> chunks, Tensor* logits) override {
-    if (on_step) RETURN_IF_ERROR(on_step(static_cast<int>(steps.size())));
+    const int call = calls++;
+    if (on_step) RETURN_IF_ERROR(on_step(call));
     StepRecord record;
     for (const SequenceChunk& c : chunks) {
       record.chunks.push_back({c.seq_id, c.start_position, static_cast<int>(c.tokens.size()),
