@@ -30,7 +30,8 @@ BlockManager::BlockManager(int num_blocks, int block_size, bool enable_prefix_ca
 
 uint64_t BlockManager::HashBlock(uint64_t parent, std::span<const int32_t> tokens) {
   uint64_t h = Mix(parent);
-  for (int32_t t : tokens) h = Mix(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(t)) + kRootHash));
+  for (int32_t t : tokens)
+    h = Mix(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(t)) + kRootHash));
   return h;
 }
 
@@ -47,8 +48,8 @@ PrefixMatch BlockManager::MatchPrefix(std::span<const int32_t> tokens) const {
     const Block& b = blocks_[it->second];
     // The hash is 64 bits: a hit is confirmed on the tokens and the parent, so a collision costs
     // a miss, never wrong K/V.
-    if (b.parent_hash != parent || !std::equal(slice.begin(), slice.end(), b.tokens.begin(),
-                                               b.tokens.end())) {
+    if (b.parent_hash != parent ||
+        !std::equal(slice.begin(), slice.end(), b.tokens.begin(), b.tokens.end())) {
       break;
     }
     match.blocks.push_back(it->second);
@@ -64,8 +65,7 @@ bool BlockManager::CanAllocate(const PrefixMatch& match, int64_t num_tokens) con
   return needed + revived <= NumAvailable();
 }
 
-void BlockManager::AdoptPrefix(int64_t seq_id, const PrefixMatch& match,
-                               int64_t num_query_tokens) {
+void BlockManager::AdoptPrefix(int64_t seq_id, const PrefixMatch& match, int64_t num_query_tokens) {
   SeqBlocks& seq = seqs_[seq_id];
   assert(seq.table.empty());
   seq.last_hash = kRootHash;
@@ -124,8 +124,8 @@ void BlockManager::CommitFullBlocks(int64_t seq_id, std::span<const int32_t> tok
   if (it == seqs_.end()) return;
   SeqBlocks& seq = it->second;
   const int64_t computed = std::min<int64_t>(num_computed, static_cast<int64_t>(tokens.size()));
-  const int full = std::min(static_cast<int>(computed / block_size_),
-                            static_cast<int>(seq.table.size()));
+  const int full =
+      std::min(static_cast<int>(computed / block_size_), static_cast<int>(seq.table.size()));
   for (; seq.num_committed < full; ++seq.num_committed) {
     auto slice = tokens.subspan(static_cast<size_t>(seq.num_committed) * block_size_, block_size_);
     const uint64_t h = HashBlock(seq.last_hash, slice);

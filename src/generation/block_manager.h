@@ -84,16 +84,16 @@ class BlockManager {
  private:
   struct Block {
     int ref_count = 0;
-    bool cached = false;       // registered in cache_ under `hash`
+    bool cached = false;  // registered in cache_ under `hash`
     uint64_t hash = 0;
     uint64_t parent_hash = 0;
-    std::vector<int32_t> tokens;                  // its tokens when cached (verifies a hit)
-    std::list<int32_t>::iterator lru;             // in evictable_ when cached and ref_count == 0
+    std::vector<int32_t> tokens;       // its tokens when cached (verifies a hit)
+    std::list<int32_t>::iterator lru;  // in evictable_ when cached and ref_count == 0
   };
   struct SeqBlocks {
     std::vector<int32_t> table;
-    int num_committed = 0;     // leading blocks already hashed
-    uint64_t last_hash = 0;    // hash of block num_committed-1 (kRootHash if none)
+    int num_committed = 0;   // leading blocks already hashed
+    uint64_t last_hash = 0;  // hash of block num_committed-1 (kRootHash if none)
   };
 
   static uint64_t HashBlock(uint64_t parent, std::span<const int32_t> tokens);
@@ -106,9 +106,9 @@ class BlockManager {
   const int block_size_;
   const bool prefix_caching_;
   std::vector<Block> blocks_;
-  std::vector<int32_t> free_;                     // never cached (or evicted), ref_count 0
-  std::list<int32_t> evictable_;                  // cached, ref_count 0; front = oldest release
-  std::unordered_map<uint64_t, int32_t> cache_;   // hash -> block
+  std::vector<int32_t> free_;                    // never cached (or evicted), ref_count 0
+  std::list<int32_t> evictable_;                 // cached, ref_count 0; front = oldest release
+  std::unordered_map<uint64_t, int32_t> cache_;  // hash -> block
   std::unordered_map<int64_t, SeqBlocks> seqs_;
   int num_used_ = 0;
   int64_t prefix_query_tokens_ = 0;

@@ -102,10 +102,10 @@ TEST(BlockManagerTest, SharesFullPrefixBlocksWithReferenceCounts) {
 
 TEST(BlockManagerTest, EvictsUnreferencedBlocksLeastRecentlyReleasedFirst) {
   BlockManager bm(4, 2, true);
-  const std::vector<int32_t> a = {1, 2, 3, 4, 5};   // blocks [1 2] [3 4] + 1 token
+  const std::vector<int32_t> a = {1, 2, 3, 4, 5};  // blocks [1 2] [3 4] + 1 token
   const std::vector<int32_t> b = {6, 7, 8, 9, 10};
   AdmitAndCompute(bm, 1, {1, 2, 3, 4});
-  bm.Free(1);   // releases [3 4] first, then [1 2]
+  bm.Free(1);  // releases [3 4] first, then [1 2]
   AdmitAndCompute(bm, 2, {6, 7, 8, 9});
   bm.Free(2);
   EXPECT_EQ(bm.NumUsed(), 0);
@@ -133,8 +133,8 @@ TEST(BlockManagerTest, CanAllocateCountsRevivedCachedBlocks) {
   bm.Free(1);  // 2 cached (evictable) + 1 free
   PrefixMatch m = bm.MatchPrefix(std::vector<int32_t>{1, 2, 3, 4, 5});
   ASSERT_EQ(m.blocks.size(), 2u);
-  EXPECT_TRUE(bm.CanAllocate(m, 6));    // 2 hit + 1 new
-  EXPECT_FALSE(bm.CanAllocate(m, 7));   // 2 hit + 2 new > 3
+  EXPECT_TRUE(bm.CanAllocate(m, 6));   // 2 hit + 1 new
+  EXPECT_FALSE(bm.CanAllocate(m, 7));  // 2 hit + 2 new > 3
   EXPECT_FALSE(bm.CanAllocate({}, 7));
 }
 
@@ -158,7 +158,7 @@ TEST(BlockManagerTest, CommitsOnlyComputedFullBlocks) {
   BlockManager bm(8, 4, true);
   const std::vector<int32_t> p = Iota(10);
   ASSERT_TRUE(bm.Allocate(1, 10));
-  bm.CommitFullBlocks(1, p, 7);   // block 0 full and computed, block 1 not
+  bm.CommitFullBlocks(1, p, 7);  // block 0 full and computed, block 1 not
   EXPECT_EQ(bm.MatchPrefix(p).blocks.size(), 1u);
   bm.CommitFullBlocks(1, p, 10);
   EXPECT_EQ(bm.MatchPrefix(p).blocks.size(), 2u);

@@ -37,7 +37,7 @@ struct GenerationEngine::Request {
         arrival(now) {}
 
   std::string id;
-  std::vector<int32_t> prompt;   // moved into the Sequence on admission
+  std::vector<int32_t> prompt;  // moved into the Sequence on admission
   SamplingParams params;
   std::function<void(const GenerationEvent&)> on_event;
   Sampler sampler;
@@ -83,8 +83,9 @@ StatusOr<std::unique_ptr<GenerationEngine>> GenerationEngine::Create(
   }
   const DecoderConfig& config = runner->config();
   if (runner->block_size() < 1 || runner->num_blocks() < 1 || config.max_context < 1) {
-    return InvalidArgument("model runner has block_size {}, {} blocks, context {}: all must be >= 1",
-                           runner->block_size(), runner->num_blocks(), config.max_context);
+    return InvalidArgument(
+        "model runner has block_size {}, {} blocks, context {}: all must be >= 1",
+        runner->block_size(), runner->num_blocks(), config.max_context);
   }
   if (tokenizer->vocab_size() > config.vocab_size) {
     return InvalidArgument("tokenizer has {} pieces, more than the model's vocab_size {}",
@@ -127,7 +128,8 @@ Status GenerationEngine::Validate(const GenerationRequest& request) const {
   if (prompt_len + p.max_tokens > config.max_context) {
     return InvalidArgument(
         "the model's context is {} tokens, but {} were requested ({} in the prompt, {} in "
-        "max_tokens)", config.max_context, prompt_len + p.max_tokens, prompt_len, p.max_tokens);
+        "max_tokens)",
+        config.max_context, prompt_len + p.max_tokens, prompt_len, p.max_tokens);
   }
   if (!(p.temperature >= 0) || !std::isfinite(p.temperature)) {
     return InvalidArgument("temperature must be >= 0, got {}", p.temperature);
@@ -137,8 +139,10 @@ Status GenerationEngine::Validate(const GenerationRequest& request) const {
   }
   if (p.top_k < 0) return InvalidArgument("top_k must be >= 0 (0 = off), got {}", p.top_k);
   if (!(std::abs(p.frequency_penalty) <= 2) || !(std::abs(p.presence_penalty) <= 2)) {
-    return InvalidArgument("frequency_penalty and presence_penalty must be in [-2, 2], got {} "
-                           "and {}", p.frequency_penalty, p.presence_penalty);
+    return InvalidArgument(
+        "frequency_penalty and presence_penalty must be in [-2, 2], got {} "
+        "and {}",
+        p.frequency_penalty, p.presence_penalty);
   }
   if (p.logprobs < -1 || p.logprobs > config.vocab_size) {
     return InvalidArgument("logprobs must be -1 (none) or in [0, {}], got {}", config.vocab_size,
@@ -147,8 +151,8 @@ Status GenerationEngine::Validate(const GenerationRequest& request) const {
   for (const std::string& s : p.stop) {
     if (s.empty()) return InvalidArgument("stop strings must not be empty");
   }
-  const int64_t blocks = (prompt_len + p.max_tokens + runner_->block_size() - 1) /
-                         runner_->block_size();
+  const int64_t blocks =
+      (prompt_len + p.max_tokens + runner_->block_size() - 1) / runner_->block_size();
   if (blocks > runner_->num_blocks()) {
     return InvalidArgument("the request needs {} KV cache blocks ({} tokens), the cache has {}",
                            blocks, prompt_len + p.max_tokens, runner_->num_blocks());
@@ -166,8 +170,8 @@ Status GenerationEngine::Submit(GenerationRequest request,
   }
   active_ids_.insert(request.id);
   const uint64_t seed = MixSeed(seed_base_ + ++submitted_);
-  inbox_.push_back(std::make_unique<Request>(std::move(request), std::move(on_event),
-                                             *tokenizer_, seed, clock_->Now()));
+  inbox_.push_back(std::make_unique<Request>(std::move(request), std::move(on_event), *tokenizer_,
+                                             seed, clock_->Now()));
   work_.NotifyAll();
   return Status::Ok();
 }
@@ -290,8 +294,7 @@ void GenerationEngine::Step() {
   }
 }
 
-void GenerationEngine::OnToken(Request& request, const SampleResult& sample,
-                               Clock::TimePoint now) {
+void GenerationEngine::OnToken(Request& request, const SampleResult& sample, Clock::TimePoint now) {
   ++request.completion_tokens;
   ++generated_tokens_;
   if (request.completion_tokens == 1) {
@@ -347,15 +350,15 @@ void GenerationEngine::Finish(Request& request, GenerationEvent event, std::stri
       tpot_.Record(Seconds(request.first_token, now) / (request.completion_tokens - 1));
     }
   }
-  scheduler_.Remove(request.seq_id);   // frees the blocks now
+  scheduler_.Remove(request.seq_id);  // frees the blocks now
   seq_of_.erase(request.id);
   std::function<void(const GenerationEvent&)> on_event = std::move(request.on_event);
   {
     MutexLock l(&mu_);
     active_ids_.erase(request.id);
   }
-  requests_.erase(request.seq_id);   // `request` is gone from here on
-  PublishStats();   // a client seeing the final event sees the blocks freed
+  requests_.erase(request.seq_id);  // `request` is gone from here on
+  PublishStats();                   // a client seeing the final event sees the blocks freed
   on_event(event);
 }
 

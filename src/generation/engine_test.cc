@@ -85,14 +85,14 @@ class EngineTest : public ::testing::Test {
     runner_ = runner.get();
     auto tok = Tokenizer::Load(testing::TestTokenizerPath());
     EXPECT_TRUE(tok.ok()) << tok.status().ToString();
-    auto engine = GenerationEngine::Create(std::move(runner), std::move(tok).value(), s.options,
-                                           &clock_);
+    auto engine =
+        GenerationEngine::Create(std::move(runner), std::move(tok).value(), s.options, &clock_);
     EXPECT_TRUE(engine.ok()) << engine.status().ToString();
     return std::move(engine).value();
   }
 
   FakeClock clock_;
-  FakeRunner* runner_ = nullptr;   // owned by the engine
+  FakeRunner* runner_ = nullptr;  // owned by the engine
 };
 
 TEST_F(EngineTest, SixteenConcurrentRequestsGiveTheSameGreedyTokensAsOneAtATime) {
@@ -105,8 +105,9 @@ TEST_F(EngineTest, SixteenConcurrentRequestsGiveTheSameGreedyTokensAsOneAtATime)
   FakeRunner* concurrent_runner = runner_;
   std::vector<Collector> c(16);
   for (int i = 0; i < 16; ++i) {
-    ASSERT_TRUE(concurrent->Submit({"r" + std::to_string(i), prompts[i], Greedy(24)},
-                                   c[i].Callback()).ok());
+    ASSERT_TRUE(
+        concurrent->Submit({"r" + std::to_string(i), prompts[i], Greedy(24)}, c[i].Callback())
+            .ok());
   }
   std::vector<std::vector<int32_t>> together;
   for (int i = 0; i < 16; ++i) together.push_back(c[i].Tokens());
@@ -118,8 +119,8 @@ TEST_F(EngineTest, SixteenConcurrentRequestsGiveTheSameGreedyTokensAsOneAtATime)
   auto serial = Make(setup);
   for (int i = 0; i < 16; ++i) {
     Collector one;
-    ASSERT_TRUE(serial->Submit({"s" + std::to_string(i), prompts[i], Greedy(24)},
-                               one.Callback()).ok());
+    ASSERT_TRUE(
+        serial->Submit({"s" + std::to_string(i), prompts[i], Greedy(24)}, one.Callback()).ok());
     EXPECT_EQ(one.Tokens(), together[i]) << "request " << i;
     EXPECT_EQ(together[i], ReferenceGreedy(prompts[i], 24, kVocab)) << "request " << i;
     EXPECT_EQ(one.Final().finish_reason, "length");
@@ -145,8 +146,9 @@ TEST_F(EngineTest, SeededSamplingDoesNotDependOnTheBatch) {
     SamplingParams q = p;
     q.seed = i % 2 ? std::optional<uint64_t>(i) : std::nullopt;
     q.top_k = i;
-    ASSERT_TRUE(engine->Submit({"o" + std::to_string(i), Prompt(5 + i, 100 + i), q},
-                               others[i].Callback()).ok());
+    ASSERT_TRUE(
+        engine->Submit({"o" + std::to_string(i), Prompt(5 + i, 100 + i), q}, others[i].Callback())
+            .ok());
     if (i == 7) {
       ASSERT_TRUE(engine->Submit({"again", Prompt(9, 1), p}, again.Callback()).ok());
     }
@@ -161,12 +163,12 @@ TEST_F(EngineTest, SeededSamplingDoesNotDependOnTheBatch) {
 
 TEST_F(EngineTest, ASmallPoolPreemptsAndStillCompletesEveryRequest) {
   EngineSetup setup;
-  setup.num_blocks = 16;   // 64 tokens; each request needs 40
+  setup.num_blocks = 16;  // 64 tokens; each request needs 40
   auto engine = Make(setup);
   std::vector<Collector> c(8);
   for (int i = 0; i < 8; ++i) {
-    ASSERT_TRUE(engine->Submit({std::to_string(i), Prompt(20, i), Greedy(20)}, c[i].Callback())
-                    .ok());
+    ASSERT_TRUE(
+        engine->Submit({std::to_string(i), Prompt(20, i), Greedy(20)}, c[i].Callback()).ok());
   }
   for (int i = 0; i < 8; ++i) {
     EXPECT_EQ(c[i].Tokens(), ReferenceGreedy(Prompt(20, i), 20, kVocab)) << i;
@@ -184,7 +186,7 @@ TEST_F(EngineTest, ASmallPoolPreemptsAndStillCompletesEveryRequest) {
 
 TEST_F(EngineTest, RejectsBadRequestsWithClearMessages) {
   EngineSetup setup;
-  setup.num_blocks = 20;   // 80 tokens of cache, context 128
+  setup.num_blocks = 20;  // 80 tokens of cache, context 128
   auto engine = Make(setup);
   struct Case {
     std::string name;
@@ -215,7 +217,10 @@ TEST_F(EngineTest, RejectsBadRequestsWithClearMessages) {
       {"top_k", with([](auto& r) { r.params.top_k = -1; }), "top_k must be >= 0"},
       {"penalty", with([](auto& r) { r.params.presence_penalty = 3; }), "in [-2, 2]"},
       {"logprobs", with([](auto& r) { r.params.logprobs = -2; }), "logprobs must be -1"},
-      {"empty stop", with([](auto& r) { r.params.stop = {"a", ""}; }), "stop strings must not"},
+      {"empty stop", with([](auto& r) {
+         r.params.stop = {"a", ""};
+       }),
+       "stop strings must not"},
       {"empty id", with([](auto& r) { r.id.clear(); }), "request id must not be empty"},
       {"cache too small", with([](auto& r) { r.params.max_tokens = 100; }),
        "needs 28 KV cache blocks"},
@@ -265,16 +270,16 @@ TEST_F(EngineTest, CancelFreesBlocksWithinOneStep) {
   GenerationEngine* e = engine.get();
   auto cb = c.Callback();
   ASSERT_TRUE(e->Submit({"c", Prompt(30, 3), Greedy(50)}, [&, cb](const GenerationEvent& ev) {
-                 if (!ev.finished) e->Cancel("c");   // the client goes away after one token
+                 if (!ev.finished) e->Cancel("c");  // the client goes away after one token
                  cb(ev);
                }).ok());
   const std::vector<GenerationEvent> events = c.Wait();
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[1].finish_reason, "cancelled");
   EXPECT_EQ(events[1].completion_tokens, 1);
-  EXPECT_EQ(runner_->steps.size(), 1u);   // no step ran after the cancellation
+  EXPECT_EQ(runner_->steps.size(), 1u);  // no step ran after the cancellation
   EXPECT_EQ(engine->Stats().kv_blocks_used, 0);
-  engine->Cancel("c");        // already gone: no-op
+  engine->Cancel("c");  // already gone: no-op
   engine->Cancel("unknown");
 }
 
@@ -295,7 +300,7 @@ TEST_F(EngineTest, StopsOnEosUnlessIgnored) {
   ASSERT_TRUE(engine->Submit({"eos", prompt, p}, stop.Callback()).ok());
   EXPECT_EQ(stop.Tokens(), std::vector<int32_t>(ref.begin(), ref.begin() + 3));
   EXPECT_EQ(stop.Final().finish_reason, "stop");
-  EXPECT_EQ(stop.Final().completion_tokens, 4);   // the EOS counts, is not delivered
+  EXPECT_EQ(stop.Final().completion_tokens, 4);  // the EOS counts, is not delivered
   p.ignore_eos = true;
   Collector ignore;
   ASSERT_TRUE(engine->Submit({"ignore", prompt, p}, ignore.Callback()).ok());
@@ -332,7 +337,7 @@ TEST_F(EngineTest, StopStringCutsTheTextAndEndsTheRequest) {
 TEST_F(EngineTest, LatencyHistogramsFollowTheInjectedClock) {
   EngineSetup setup;
   setup.on_step = [this](int) {
-    clock_.Advance(10ms);   // every step takes 10 ms of fake time
+    clock_.Advance(10ms);  // every step takes 10 ms of fake time
     return Status::Ok();
   };
   auto engine = Make(setup);
@@ -355,9 +360,7 @@ TEST_F(EngineTest, LatencyHistogramsFollowTheInjectedClock) {
 
 TEST_F(EngineTest, ARunnerErrorFailsThatStepsRequestsOnly) {
   EngineSetup setup;
-  setup.on_step = [](int step) {
-    return step == 1 ? Internal("kernel exploded") : Status::Ok();
-  };
+  setup.on_step = [](int step) { return step == 1 ? Internal("kernel exploded") : Status::Ok(); };
   auto engine = Make(setup);
   Collector failed;
   ASSERT_TRUE(engine->Submit({"f", Prompt(5, 1), Greedy(4)}, failed.Callback()).ok());
@@ -378,7 +381,7 @@ TEST_F(EngineTest, PrefixCacheHitsShowInEventsAndStats) {
   ASSERT_TRUE(engine->Submit({"a", prompt, Greedy(3)}, first.Callback()).ok());
   EXPECT_EQ(first.Final().cached_prompt_tokens, 0);
   ASSERT_TRUE(engine->Submit({"b", prompt, Greedy(3)}, second.Callback()).ok());
-  EXPECT_EQ(second.Final().cached_prompt_tokens, 36);   // 9 full blocks; the last token computed
+  EXPECT_EQ(second.Final().cached_prompt_tokens, 36);  // 9 full blocks; the last token computed
   EXPECT_EQ(second.Tokens(), first.Tokens());
   const EngineStats s = engine->Stats();
   EXPECT_EQ(s.prefix_queries, 80);
@@ -397,7 +400,7 @@ TEST_F(EngineTest, LogprobsWhenRequested) {
     ASSERT_EQ(e.logprobs.size(), e.tokens.size());
     for (const TokenLogprob& lp : e.logprobs) {
       ASSERT_EQ(lp.top.size(), 3u);
-      EXPECT_EQ(lp.top[0].first, lp.token);   // greedy: the chosen token is the most likely
+      EXPECT_EQ(lp.top[0].first, lp.token);  // greedy: the chosen token is the most likely
       EXPECT_FLOAT_EQ(lp.top[0].second, lp.logprob);
       EXPECT_LT(lp.logprob, 0);
       EXPECT_GE(lp.top[0].second, lp.top[1].second);
@@ -410,8 +413,8 @@ TEST_F(EngineTest, DestructionFinishesEveryRequest) {
   {
     auto engine = Make({});
     for (int i = 0; i < 4; ++i) {
-      ASSERT_TRUE(engine->Submit({std::to_string(i), Prompt(8, i), Greedy(100)}, c[i].Callback())
-                      .ok());
+      ASSERT_TRUE(
+          engine->Submit({std::to_string(i), Prompt(8, i), Greedy(100)}, c[i].Callback()).ok());
     }
   }
   for (Collector& one : c) {
@@ -429,8 +432,8 @@ TEST(EngineCreateTest, RejectsBadOptions) {
   auto make = [&](EngineOptions o, int model_vocab) {
     auto tok = Tokenizer::Load(testing::TestTokenizerPath());
     return GenerationEngine::Create(
-        std::make_unique<FakeRunner>(FakeConfig(model_vocab, 64), 4, 16), std::move(tok).value(),
-        o, &clock);
+        std::make_unique<FakeRunner>(FakeConfig(model_vocab, 64), 4, 16), std::move(tok).value(), o,
+        &clock);
   };
   EngineOptions o;
   o.max_num_seqs = 0;

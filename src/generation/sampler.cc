@@ -21,8 +21,8 @@ double Sampler::Uniform(std::mt19937_64& rng) {
 void Sampler::ApplyPenalties(std::vector<float>& logits) const {
   if (options_.frequency_penalty == 0 && options_.presence_penalty == 0) return;
   for (const auto& [token, count] : counts_) {
-    logits[token] -= options_.frequency_penalty * static_cast<float>(count) +
-                     options_.presence_penalty;
+    logits[token] -=
+        options_.frequency_penalty * static_cast<float>(count) + options_.presence_penalty;
   }
 }
 

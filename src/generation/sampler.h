@@ -24,18 +24,18 @@
 namespace inferd::gen {
 
 struct SamplerOptions {
-  float temperature = 1.0f;   // >= 0; 0 = greedy
-  int top_k = 0;              // 0 = off
-  float top_p = 1.0f;         // (0, 1]
+  float temperature = 1.0f;  // >= 0; 0 = greedy
+  int top_k = 0;             // 0 = off
+  float top_p = 1.0f;        // (0, 1]
   float frequency_penalty = 0;
   float presence_penalty = 0;
-  int logprobs = -1;          // -1: none; k >= 0: the chosen token's logprob and the top k
+  int logprobs = -1;  // -1: none; k >= 0: the chosen token's logprob and the top k
 };
 
 struct SampleResult {
   int32_t token = 0;
-  float logprob = 0;                              // when logprobs >= 0
-  std::vector<std::pair<int32_t, float>> top;     // when logprobs > 0
+  float logprob = 0;                           // when logprobs >= 0
+  std::vector<std::pair<int32_t, float>> top;  // when logprobs > 0
 };
 
 class Sampler {
@@ -57,7 +57,7 @@ class Sampler {
 
   SamplerOptions options_;
   std::mt19937_64 rng_;
-  std::unordered_map<int32_t, int> counts_;   // generated tokens so far
+  std::unordered_map<int32_t, int> counts_;  // generated tokens so far
 };
 
 }  // namespace inferd::gen

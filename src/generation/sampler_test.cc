@@ -133,7 +133,7 @@ TEST(SamplerTest, PresencePenaltyIsPaidOnce) {
 TEST(SamplerTest, LogprobsOfRawLogitsWithTopAlternatives) {
   SamplerOptions o = Opts(0);
   o.logprobs = 2;
-  o.frequency_penalty = 2.0f;   // penalties do not change the reported logprobs
+  o.frequency_penalty = 2.0f;  // penalties do not change the reported logprobs
   Sampler s(o, 1);
   const std::vector<float> logits = LogProbs({0.5, 0.3, 0.2});
   SampleResult r = s.Sample(logits);

@@ -33,8 +33,8 @@
 namespace inferd::gen {
 
 struct SchedulerOptions {
-  int max_num_seqs = 64;              // running sequences at most
-  int max_num_batched_tokens = 512;   // tokens computed per step at most
+  int max_num_seqs = 64;             // running sequences at most
+  int max_num_batched_tokens = 512;  // tokens computed per step at most
   bool enable_prefix_caching = true;
   bool chunked_prefill = true;
 };
@@ -42,24 +42,24 @@ struct SchedulerOptions {
 struct Sequence {
   enum class State { kWaiting, kRunning };
   int64_t id = 0;
-  std::vector<int32_t> tokens;   // the prompt, then the generated tokens
+  std::vector<int32_t> tokens;  // the prompt, then the generated tokens
   int prompt_len = 0;
-  int64_t num_computed = 0;      // leading tokens whose K/V is in the cache
-  int cached_prompt_tokens = -1; // prompt tokens found in the prefix cache at first admission
+  int64_t num_computed = 0;       // leading tokens whose K/V is in the cache
+  int cached_prompt_tokens = -1;  // prompt tokens found in the prefix cache at first admission
   int num_preemptions = 0;
   State state = State::kWaiting;
-  bool scheduled = false;        // within Schedule(): has a chunk this step
+  bool scheduled = false;  // within Schedule(): has a chunk this step
 };
 
 struct ScheduledChunk {
   Sequence* seq;
-  int64_t start;      // == seq->num_computed when scheduled
+  int64_t start;  // == seq->num_computed when scheduled
   int num_tokens;
-  bool need_logits;   // the chunk ends at the sequence's last token: sample after it
+  bool need_logits;  // the chunk ends at the sequence's last token: sample after it
 };
 
 struct ScheduleResult {
-  std::vector<ScheduledChunk> chunks;   // decodes first, then prefill chunks
+  std::vector<ScheduledChunk> chunks;  // decodes first, then prefill chunks
   int num_preempted = 0;
   int64_t num_tokens = 0;
 };
@@ -100,7 +100,7 @@ class Scheduler {
   BlockManager blocks_;
   std::unordered_map<int64_t, std::unique_ptr<Sequence>> seqs_;
   std::deque<Sequence*> waiting_;
-  std::list<Sequence*> running_;   // in admission order: the back is the newest
+  std::list<Sequence*> running_;  // in admission order: the back is the newest
   int64_t preemptions_ = 0;
 };
 

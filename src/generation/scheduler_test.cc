@@ -17,7 +17,8 @@ constexpr int kVocab = 97;
 
 std::vector<int32_t> Prompt(int n, int32_t seed) {
   std::vector<int32_t> p;
-  for (int i = 0; i < n; ++i) p.push_back(static_cast<int32_t>(testing::Mix64(seed * 1000 + i) % kVocab));
+  for (int i = 0; i < n; ++i)
+    p.push_back(static_cast<int32_t>(testing::Mix64(seed * 1000 + i) % kVocab));
   return p;
 }
 
@@ -258,7 +259,7 @@ TEST(SchedulerTest, RemoveFreesBlocksAtOnce) {
   d.Step();
   const int before = d.scheduler().blocks().NumUsed();
   const int held = static_cast<int>(d.scheduler().blocks().BlockTable(2).size());
-  EXPECT_EQ(held, 8);   // 30 + 1 computed tokens + the next one: 32 -> 8 blocks
+  EXPECT_EQ(held, 8);  // 30 + 1 computed tokens + the next one: 32 -> 8 blocks
   ASSERT_NE(d.scheduler().Remove(2), nullptr);
   EXPECT_EQ(d.scheduler().blocks().NumUsed(), before - held);
   EXPECT_EQ(d.scheduler().Remove(2), nullptr);

@@ -26,7 +26,7 @@ class StopStringFilter {
 
  private:
   std::vector<std::string> stop_;
-  std::string held_;   // the longest suffix of the stream that is a proper prefix of a stop string
+  std::string held_;  // the longest suffix of the stream that is a proper prefix of a stop string
 };
 
 }  // namespace inferd::gen

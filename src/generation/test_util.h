@@ -19,8 +19,8 @@
 #include <fstream>
 #include <functional>
 #include <set>
-#include <stdexcept>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -91,7 +91,9 @@ struct StepRecord {
 class FakeRunner : public ModelRunner {
  public:
   FakeRunner(DecoderConfig config, int block_size, int num_blocks)
-      : config_(std::move(config)), block_size_(block_size), num_blocks_(num_blocks),
+      : config_(std::move(config)),
+        block_size_(block_size),
+        num_blocks_(num_blocks),
         slots_(static_cast<size_t>(num_blocks) * block_size) {}
 
   const DecoderConfig& config() const override { return config_; }
@@ -112,8 +114,8 @@ class FakeRunner : public ModelRunner {
     if (on_step) RETURN_IF_ERROR(on_step(call));
     StepRecord record;
     for (const SequenceChunk& c : chunks) {
-      record.chunks.push_back({c.seq_id, c.start_position, static_cast<int>(c.tokens.size()),
-                               c.need_logits});
+      record.chunks.push_back(
+          {c.seq_id, c.start_position, static_cast<int>(c.tokens.size()), c.need_logits});
     }
     steps.push_back(record);
     Status s = Check(chunks);
@@ -131,7 +133,7 @@ class FakeRunner : public ModelRunner {
     for (const SequenceChunk& c : chunks) {  // writes after all reads: like the real kernel
       for (size_t i = 0; i < c.tokens.size(); ++i) {
         SlotOf(c, c.start_position + static_cast<int64_t>(i)) = {c.tokens[i],
-                                                                  c.start_position + (int64_t)i};
+                                                                 c.start_position + (int64_t)i};
       }
     }
     int64_t rows = 0;
@@ -161,7 +163,7 @@ class FakeRunner : public ModelRunner {
 
   Status Check(std::span<const SequenceChunk> chunks) {
     std::set<int64_t> ids;
-    std::unordered_set<int64_t> read;   // slots holding earlier tokens of a chunk of this step
+    std::unordered_set<int64_t> read;  // slots holding earlier tokens of a chunk of this step
     for (const SequenceChunk& c : chunks) {
       if (!ids.insert(c.seq_id).second) return Internal("seq {} twice in a step", c.seq_id);
       if (c.tokens.empty()) return Internal("seq {}: empty chunk", c.seq_id);
@@ -205,11 +207,12 @@ class FakeRunner : public ModelRunner {
 // Sentences for the test tokenizer: plain English plus a few accented letters; characters beyond
 // them (CJK, emoji) are left to byte fallback.
 inline std::string TokenizerTrainingText() {
-  const char* words[] = {"the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "and",
-                         "a", "house", "of", "cards", "is", "not", "café", "naïve", "pride",
-                         "prejudice", "sense", "sensibility", "Elizabeth", "Darcy", "said", "she",
-                         "he", "was", "to", "be", "in", "end", "stop", "here", "there", "!", ".",
-                         ",", "?", "0", "1", "2", "3"};
+  const char* words[] = {
+      "the",       "quick", "brown",       "fox",       "jumps", "over", "lazy",  "dog",   "and",
+      "a",         "house", "of",          "cards",     "is",    "not",  "café",  "naïve", "pride",
+      "prejudice", "sense", "sensibility", "Elizabeth", "Darcy", "said", "she",   "he",    "was",
+      "to",        "be",    "in",          "end",       "stop",  "here", "there", "!",     ".",
+      ",",         "?",     "0",           "1",         "2",     "3"};
   std::string text;
   uint64_t r = 7;
   for (int line = 0; line < 400; ++line) {
@@ -227,8 +230,8 @@ inline std::string TokenizerTrainingText() {
 // (Each ctest case is its own process: the folder is per process and removed at exit.)
 inline const std::filesystem::path& TestTokenizerPath() {
   struct TempDir {
-    std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                ("inferd_gen_tok_" + std::to_string(::getpid()));
+    std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("inferd_gen_tok_" + std::to_string(::getpid()));
     ~TempDir() {
       std::error_code ec;
       std::filesystem::remove_all(dir, ec);
@@ -239,8 +242,8 @@ inline const std::filesystem::path& TestTokenizerPath() {
     const std::filesystem::path& dir = temp.dir;
     std::filesystem::create_directories(dir);
     std::ofstream(dir / "text.txt") << TokenizerTrainingText();
-    const std::string args = "--input=" + (dir / "text.txt").string() + " --model_prefix=" +
-                             (dir / "tok").string() +
+    const std::string args = "--input=" + (dir / "text.txt").string() +
+                             " --model_prefix=" + (dir / "tok").string() +
                              " --vocab_size=400 --byte_fallback=true --hard_vocab_limit=false "
                              "--character_coverage=1.0 --minloglevel=2 --num_threads=1";
     const auto status = sentencepiece::SentencePieceTrainer::Train(args);

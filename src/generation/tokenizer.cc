@@ -12,7 +12,8 @@ namespace {
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
 
 bool EndsWithReplacement(std::string_view s) {
-  return s.size() >= kReplacement.size() && s.substr(s.size() - kReplacement.size()) == kReplacement;
+  return s.size() >= kReplacement.size() &&
+         s.substr(s.size() - kReplacement.size()) == kReplacement;
 }
 }  // namespace
 
@@ -59,8 +60,7 @@ int Tokenizer::bos_id() const { return sp_->bos_id(); }
 int Tokenizer::eos_id() const { return sp_->eos_id(); }
 int Tokenizer::vocab_size() const { return sp_->GetPieceSize(); }
 
-IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer,
-                                       std::span<const int32_t> context)
+IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, std::span<const int32_t> context)
     : tokenizer_(tokenizer) {
   const size_t n = std::min<size_t>(context.size(), kContextTokens);
   tokens_.assign(context.end() - static_cast<std::ptrdiff_t>(n), context.end());

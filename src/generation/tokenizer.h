@@ -60,9 +60,9 @@ class IncrementalDecoder {
  private:
   static constexpr int kContextTokens = 5;
   const Tokenizer& tokenizer_;
-  std::vector<int32_t> tokens_;   // context tail + generated
-  size_t prefix_offset_ = 0;      // the decoding window starts here
-  size_t read_offset_ = 0;        // text of [prefix_offset_, read_offset_) was already emitted
+  std::vector<int32_t> tokens_;  // context tail + generated
+  size_t prefix_offset_ = 0;     // the decoding window starts here
+  size_t read_offset_ = 0;       // text of [prefix_offset_, read_offset_) was already emitted
 };
 
 }  // namespace inferd::gen

@@ -37,7 +37,7 @@ TEST(TokenizerTest, EncodesAndDecodesRoundTrip) {
   std::vector<int32_t> ids = tok->Encode(text);
   ASSERT_FALSE(ids.empty());
   EXPECT_EQ(tok->Decode(ids), text);
-  ids.push_back(-5);      // out of range: skipped
+  ids.push_back(-5);  // out of range: skipped
   ids.push_back(100000);
   EXPECT_EQ(tok->Decode(ids), text);
 }
@@ -60,8 +60,8 @@ TEST(TokenizerTest, IncrementalDecodingHoldsBackPartialUtf8) {
   const std::vector<int32_t> prompt = tok->Encode("she said");
   const std::vector<int32_t> gen = tok->Encode(text);
   int bytes = 0;
-  for (int32_t id : gen) bytes += tok->Decode(std::vector<int32_t>{id}).find("\xEF\xBF\xBD") !=
-                                  std::string::npos;
+  for (int32_t id : gen)
+    bytes += tok->Decode(std::vector<int32_t>{id}).find("\xEF\xBF\xBD") != std::string::npos;
   EXPECT_GT(bytes, 4) << "expected byte-fallback pieces";
   std::vector<std::string> pieces;
   EXPECT_EQ(StreamDecode(*tok, prompt, gen, &pieces), " " + text);
