@@ -260,7 +260,7 @@ void GenerationEngine::Step() {
   if (plan.chunks.empty()) {
     // Only possible if a waiting sequence cannot fit an idle pool (Submit rules that out): fail
     // it rather than spin.
-    if (scheduler_.num_running() == 0 && !requests_.empty()) {
+    if (plan.num_preempted == 0 && scheduler_.num_running() == 0 && !requests_.empty()) {
       GenerationEvent event;
       event.error = ResourceExhausted("the KV cache cannot hold the request");
       Finish(*requests_.begin()->second, std::move(event), "error");

@@ -27,31 +27,45 @@ void Sampler::ApplyPenalties(std::vector<float>& logits) const {
 }
 
 int32_t Sampler::Draw(const std::vector<float>& logits) {
-  // Candidates by decreasing logit, ties by id, so the support set is deterministic.
-  std::vector<int32_t> order(logits.size());
+  const size_t vocab = logits.size();
+  const double inv_t = 1.0 / options_.temperature;
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  auto weight = [&](int32_t t) { return std::exp((logits[t] - max_logit) * inv_t); };
+  std::vector<int32_t> order(vocab);
   std::iota(order.begin(), order.end(), 0);
+  const bool top_k = options_.top_k > 0 && static_cast<size_t>(options_.top_k) < vocab;
+  const bool top_p = options_.top_p < 1.0f;
+  // Candidates by decreasing logit, ties by id, so the support set is deterministic. Only as
+  // many as the filters need are sorted: a full sort of a 32k vocabulary per token would cost
+  // more than a small model's decode step.
   auto more_likely = [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
-  size_t keep = order.size();
-  if (options_.top_k > 0 && static_cast<size_t>(options_.top_k) < keep) {
+  size_t keep = vocab;
+  double mass = 0;  // of the support before top-p (top-k's set, or everything)
+  if (top_k) {
     keep = static_cast<size_t>(options_.top_k);
     std::partial_sort(order.begin(), order.begin() + keep, order.end(), more_likely);
+    for (size_t i = 0; i < keep; ++i) mass += weight(order[i]);
   } else {
-    std::sort(order.begin(), order.end(), more_likely);
+    for (size_t t = 0; t < vocab; ++t) mass += weight(static_cast<int32_t>(t));
+    if (top_p) {
+      // Grow the sorted prefix until it holds the nucleus.
+      for (keep = std::min<size_t>(64, vocab);; keep = std::min(vocab, keep * 4)) {
+        std::partial_sort(order.begin(), order.begin() + keep, order.end(), more_likely);
+        double prefix = 0;
+        for (size_t i = 0; i < keep; ++i) prefix += weight(order[i]);
+        if (prefix >= options_.top_p * mass || keep == vocab) break;
+      }
+    }
   }
-  const double inv_t = 1.0 / options_.temperature;
-  const double max_logit = logits[order[0]];
   std::vector<double> probs(keep);
-  double total = 0;
-  for (size_t i = 0; i < keep; ++i) {
-    probs[i] = std::exp((logits[order[i]] - max_logit) * inv_t);
-    total += probs[i];
-  }
-  if (options_.top_p < 1.0f) {
+  for (size_t i = 0; i < keep; ++i) probs[i] = weight(order[i]);
+  double total = mass;
+  if (top_p) {
     double cumulative = 0;
     size_t n = 0;
-    while (n < keep && cumulative < options_.top_p * total) cumulative += probs[n++];
+    while (n < keep && cumulative < options_.top_p * mass) cumulative += probs[n++];
     keep = std::max<size_t>(n, 1);
     total = std::accumulate(probs.begin(), probs.begin() + keep, 0.0);
   }

@@ -89,6 +89,33 @@ TEST(SamplerTest, TopPKeepsTheSmallestSetReachingP) {
   EXPECT_EQ(support(1.0f), (std::set<int32_t>{0, 1, 2, 3}));
 }
 
+TEST(SamplerTest, TopPNucleusInALargeVocabularyMatchesAFullSort) {
+  // 5000 tokens with a flat-ish distribution: the nucleus is far larger than the first sorted
+  // prefix the sampler tries.
+  const std::vector<float> logits = testing::FakeLogits(std::vector<int32_t>{3}, 5000);
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+  double total = 0;
+  for (float l : logits) total += std::exp(l);
+  std::set<int32_t> nucleus;
+  double cumulative = 0;
+  for (int32_t t : order) {
+    if (cumulative >= 0.5 * total) break;
+    cumulative += std::exp(logits[t]);
+    nucleus.insert(t);
+  }
+  ASSERT_GT(nucleus.size(), 256u);
+  Sampler s(Opts(1.0f, 0, 0.5f), 17);
+  auto counts = Histogram(s, logits, 4000);
+  bool beyond_first_64 = false;
+  for (auto& [t, n] : counts) {
+    EXPECT_TRUE(nucleus.contains(t)) << t;
+    beyond_first_64 |= std::find(order.begin(), order.begin() + 64, t) == order.begin() + 64;
+  }
+  EXPECT_TRUE(beyond_first_64);
+}
+
 TEST(SamplerTest, TopPAppliesAfterTopK) {
   // top-k 2 leaves {0.5, 0.3} -> renormalized {0.625, 0.375}: top_p 0.6 keeps only the first.
   Sampler s(Opts(1.0f, 2, 0.6f), 3);
