@@ -57,6 +57,8 @@ GenerationEngine::GenerationEngine(std::unique_ptr<ModelRunner> runner,
       options_(options),
       clock_(clock),
       seed_base_(std::random_device{}()),
+      eos_id_(runner_->config().eos_token_id >= 0 ? runner_->config().eos_token_id
+                                                  : tokenizer_->eos_id()),
       ttft_(LatencyBounds()),
       tpot_(LatencyBounds()),
       itl_(LatencyBounds()),
@@ -314,7 +316,7 @@ void GenerationEngine::OnToken(Request& request, const SampleResult& sample, Clo
     if (!stopped) event.text += request.stop.Flush();
     return stopped;
   };
-  if (!request.params.ignore_eos && sample.token == config().eos_token_id) {
+  if (!request.params.ignore_eos && sample.token == eos_id_) {
     drain();
     Finish(request, std::move(event), "stop");
     return;

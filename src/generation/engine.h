@@ -12,8 +12,10 @@
 //   });
 //   (*engine)->Cancel("req-1");             // client went away: final event "cancelled"
 //
-// Tokens: an event's `tokens` are the sequence's new tokens; the EOS token that ends a sequence
-// is counted in completion_tokens but not delivered in `tokens` or `text`. Tokens whose text
+// Tokens: an event's `tokens` are the sequence's new tokens; the EOS token (config.json's
+// eos_token_id, else the tokenizer's) that ends a sequence is counted in completion_tokens but
+// not delivered in `tokens` or `text`. The usage counts (prompt/completion/cached tokens) are set
+// on the final event. Tokens whose text
 // contains a stop string are delivered, their text is cut before the stop string.
 // Thread-safety: Submit, Cancel, Stats and the histograms may be called from any thread, also
 // from within an event callback. Time (for the latency histograms) comes from the injected Clock.
@@ -69,6 +71,8 @@ struct EngineOptions { int max_num_seqs = 64; int max_num_batched_tokens = 512;
   bool enable_prefix_caching = true; bool chunked_prefill = true; };
 struct EngineStats { int running, waiting; int64_t kv_blocks_used, kv_blocks_total;
   int64_t prefix_queries, prefix_hits /* tokens */, preemptions, prompt_tokens, generated_tokens; };
+// (prefix_queries counts tokens too: those of every admission, recomputations included;
+// running/waiting are sequences; the counters are totals since Create.)
 
 class GenerationEngine {
  public:
@@ -116,6 +120,7 @@ class GenerationEngine {
   const EngineOptions options_;
   Clock* const clock_;
   const uint64_t seed_base_;   // for requests without a seed
+  const int32_t eos_id_;       // the config's eos_token_id, else the tokenizer's
   Histogram ttft_, tpot_, itl_, e2e_;
 
   mutable Mutex mu_;

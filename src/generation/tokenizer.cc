@@ -64,6 +64,9 @@ IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, std::span<con
     : tokenizer_(tokenizer) {
   const size_t n = std::min<size_t>(context.size(), kContextTokens);
   tokens_.assign(context.end() - static_cast<std::ptrdiff_t>(n), context.end());
+  // A prompt ending inside a character cannot anchor the window: the generated text would never
+  // extend its decoded text. Start without context then (the first space may be dropped).
+  if (EndsWithReplacement(tokenizer_.Decode(tokens_))) tokens_.clear();
   read_offset_ = tokens_.size();
 }
 

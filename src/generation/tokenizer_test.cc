@@ -70,6 +70,17 @@ TEST(TokenizerTest, IncrementalDecodingHoldsBackPartialUtf8) {
   }
 }
 
+TEST(TokenizerTest, APromptEndingInsideACharacterLosesNoGeneratedText) {
+  auto tok = LoadTestTokenizer();
+  std::vector<int32_t> prompt = tok->Encode("she said 🦊");
+  // The emoji's last byte is generated: it completes a character the prompt started.
+  std::vector<int32_t> gen = {prompt.back()};
+  prompt.pop_back();
+  for (int32_t t : tok->Encode(" the fox")) gen.push_back(t);
+  const std::string text = StreamDecode(*tok, prompt, gen, nullptr);
+  EXPECT_NE(text.find("the fox"), std::string::npos) << text;
+}
+
 TEST(TokenizerTest, MissingFileIsNotFound) {
   auto tok = Tokenizer::Load("/nonexistent/tokenizer.model");
   ASSERT_FALSE(tok.ok());
