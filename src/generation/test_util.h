@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <set>
 #include <span>
 #include <stdexcept>
@@ -226,9 +227,10 @@ inline std::string TokenizerTrainingText() {
   return text;
 }
 
-// A sentencepiece model (vocab 400, byte fallback) trained once per process into a temp folder.
-// (Each ctest case is its own process: the folder is per process and removed at exit.)
-inline const std::filesystem::path& TestTokenizerPath() {
+// Trains a sentencepiece model (vocab 400 at most, byte fallback) on TokenizerTrainingText() into
+// a per-process temp folder, once per `options` (extra trainer flags); returns the .model path.
+// (Each ctest case is its own process: the folder is removed at exit.)
+inline std::filesystem::path TrainTestTokenizer(const std::string& options) {
   struct TempDir {
     std::filesystem::path dir =
         std::filesystem::temp_directory_path() / ("inferd_gen_tok_" + std::to_string(::getpid()));
@@ -238,19 +240,29 @@ inline const std::filesystem::path& TestTokenizerPath() {
     }
   };
   static TempDir temp;
-  static const std::filesystem::path path = [] {
-    const std::filesystem::path& dir = temp.dir;
-    std::filesystem::create_directories(dir);
-    std::ofstream(dir / "text.txt") << TokenizerTrainingText();
-    const std::string args = "--input=" + (dir / "text.txt").string() +
-                             " --model_prefix=" + (dir / "tok").string() +
-                             " --vocab_size=400 --byte_fallback=true --hard_vocab_limit=false "
-                             "--character_coverage=1.0 --minloglevel=2 --num_threads=1";
-    const auto status = sentencepiece::SentencePieceTrainer::Train(args);
-    if (!status.ok()) throw std::runtime_error("training the test tokenizer: " + status.ToString());
-    return dir / "tok.model";
-  }();
-  return path;
+  static std::map<std::string, std::filesystem::path> trained;
+  auto it = trained.find(options);
+  if (it != trained.end()) return it->second;
+  std::filesystem::create_directories(temp.dir);
+  const std::string name = "tok" + std::to_string(trained.size());
+  if (!std::filesystem::exists(temp.dir / "text.txt")) {
+    std::ofstream(temp.dir / "text.txt") << TokenizerTrainingText();
+  }
+  const std::string args = "--input=" + (temp.dir / "text.txt").string() +
+                           " --model_prefix=" + (temp.dir / name).string() +
+                           " --vocab_size=400 --byte_fallback=true --hard_vocab_limit=false "
+                           "--character_coverage=1.0 --minloglevel=2 --num_threads=1 " +
+                           options;
+  const auto status = sentencepiece::SentencePieceTrainer::Train(args);
+  if (!status.ok()) throw std::runtime_error("training a test tokenizer: " + status.ToString());
+  return trained[options] = temp.dir / (name + ".model");
+}
+
+// The generation models' kind of tokenizer (scripts/generation/tokenizer.py): BPE, identity
+// normalization, whitespace kept as is.
+inline std::filesystem::path TestTokenizerPath() {
+  return TrainTestTokenizer(
+      "--model_type=bpe --normalization_rule_name=identity --remove_extra_whitespaces=false");
 }
 
 }  // namespace inferd::gen::testing

@@ -1,8 +1,8 @@
 #include "generation/tokenizer.h"
 
-#include <sentencepiece_processor.h>
-
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <system_error>
 
 namespace inferd::gen {
@@ -17,48 +17,26 @@ bool EndsWithReplacement(std::string_view s) {
 }
 }  // namespace
 
-Tokenizer::Tokenizer(std::unique_ptr<sentencepiece::SentencePieceProcessor> sp)
-    : sp_(std::move(sp)) {}
-Tokenizer::~Tokenizer() = default;
-
 StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::filesystem::path& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
     return NotFound("tokenizer {}: no such file", path.string());
   }
-  auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
-  const auto status = sp->Load(path.string());
-  if (!status.ok()) {
-    return InvalidArgument("tokenizer {}: not a valid sentencepiece model ({})", path.string(),
-                           status.ToString());
-  }
-  if (sp->GetPieceSize() <= 0) {
-    return InvalidArgument("tokenizer {}: the sentencepiece model has no pieces", path.string());
-  }
-  return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(sp)));
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) return InvalidArgument("tokenizer {}: cannot read", path.string());
+  StatusOr<SentencePieceModel> model = SentencePieceModel::Parse(bytes);
+  if (!model.ok()) return model.status().WithContext("tokenizer " + path.string());
+  return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(model).value()));
 }
 
-std::vector<int32_t> Tokenizer::Encode(std::string_view text) const {
-  std::vector<int> ids;
-  if (!sp_->Encode(text, &ids).ok()) return {};
-  return {ids.begin(), ids.end()};
-}
+std::vector<int32_t> Tokenizer::Encode(std::string_view text) const { return model_.Encode(text); }
 
-std::string Tokenizer::Decode(std::span<const int32_t> ids) const {
-  std::vector<int> valid;
-  valid.reserve(ids.size());
-  const int n = vocab_size();
-  for (int32_t id : ids) {
-    if (id >= 0 && id < n) valid.push_back(id);
-  }
-  std::string text;
-  if (!sp_->Decode(valid, &text).ok()) return {};
-  return text;
-}
+std::string Tokenizer::Decode(std::span<const int32_t> ids) const { return model_.Decode(ids); }
 
-int Tokenizer::bos_id() const { return sp_->bos_id(); }
-int Tokenizer::eos_id() const { return sp_->eos_id(); }
-int Tokenizer::vocab_size() const { return sp_->GetPieceSize(); }
+int Tokenizer::bos_id() const { return model_.bos_id(); }
+int Tokenizer::eos_id() const { return model_.eos_id(); }
+int Tokenizer::vocab_size() const { return model_.vocab_size(); }
 
 IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, std::span<const int32_t> context)
     : tokenizer_(tokenizer) {

@@ -18,19 +18,17 @@
 #include <vector>
 
 #include "common/status.h"
-
-namespace sentencepiece {
-class SentencePieceProcessor;
-}
+#include "generation/sentencepiece_model.h"
 
 namespace inferd::gen {
 
+// A sentencepiece model read by SentencePieceModel (sentencepiece_model.h explains why not
+// libsentencepiece).
 class Tokenizer {
  public:
-  // NOT_FOUND when `path` does not exist; INVALID_ARGUMENT naming the file and sentencepiece's
-  // reason when it is not a readable sentencepiece model.
+  // NOT_FOUND when `path` does not exist; INVALID_ARGUMENT naming the file and the reason when it
+  // is not a (supported) sentencepiece model.
   static StatusOr<std::unique_ptr<Tokenizer>> Load(const std::filesystem::path& path);
-  ~Tokenizer();
 
   // Thread-safe (const).
   std::vector<int32_t> Encode(std::string_view text) const;
@@ -41,8 +39,8 @@ class Tokenizer {
   int vocab_size() const;
 
  private:
-  explicit Tokenizer(std::unique_ptr<sentencepiece::SentencePieceProcessor> sp);
-  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  explicit Tokenizer(SentencePieceModel model) : model_(std::move(model)) {}
+  const SentencePieceModel model_;
 };
 
 // Stream decoding of one sequence's generated tokens. Not thread-safe; one per sequence.

@@ -96,7 +96,7 @@ TEST(TokenizerTest, CorruptFileFailsWithAClearMessage) {
   std::filesystem::remove(path);
   ASSERT_FALSE(tok.ok());
   EXPECT_EQ(tok.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(tok.status().message().find("not a valid sentencepiece model"), std::string::npos)
+  EXPECT_NE(tok.status().message().find("not a sentencepiece model"), std::string::npos)
       << tok.status().message();
   EXPECT_NE(tok.status().message().find(path.string()), std::string::npos);
 }
