@@ -1,11 +1,13 @@
-// SentencePieceModel against libsentencepiece itself (this test binary links no libprotobuf, so
-// the two can share it), token for token.
+// SentencePieceModel against libsentencepiece itself, token for token, through Debian's
+// spm_encode/spm_decode/spm_export_vocab (a test process must not load libsentencepiece next to
+// libprotobuf either).
 #include "generation/sentencepiece_model.h"
 
 #include <gtest/gtest.h>
-#include <sentencepiece_processor.h>
 
+#include <algorithm>
 #include <fstream>
+#include <sstream>
 
 #include "generation/test_util.h"
 
@@ -27,7 +29,7 @@ std::vector<std::string> Texts() {
       "café naïve 日本 🦊 € ✓",
       "unseen: xyzzy QQQ zzz 12345",
       "a",
-      "\ttab\nnewline",
+      "\ttab and more",
       "thehouseofcardsisnot",
   };
   // Lines of the training text and shuffled word soup.
@@ -44,39 +46,90 @@ std::vector<std::string> Texts() {
       r = testing::Mix64(r);
       t += corpus.substr(r % (corpus.size() - 12), 1 + r % 11);
     }
+    std::replace(t.begin(), t.end(), '\n', ' ');  // the tools read one text per line
     texts.push_back(t);
   }
   return texts;
+}
+
+// One line per text / id sequence in, one line out.
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::vector<int32_t> ParseIds(const std::string& line) {
+  std::vector<int32_t> ids;
+  std::istringstream in(line);
+  for (int32_t id; in >> id;) ids.push_back(id);
+  return ids;
+}
+
+// Runs `tool --model=... <flags>` on `lines` (one per line); returns its output lines.
+std::vector<std::string> RunSpm(const std::string& tool, const std::filesystem::path& model,
+                                const std::string& flags, const std::vector<std::string>& lines) {
+  const std::filesystem::path in = testing::ScratchDir() / "spm_in.txt";
+  const std::filesystem::path out = testing::ScratchDir() / "spm_out.txt";
+  {
+    std::ofstream f(in, std::ios::binary);
+    for (const std::string& l : lines) f << l << "\n";
+  }
+  testing::RunCommand(
+      tool + " --model='" + model.string() + "' " + flags + " < '" + in.string() + "'",
+      out.string());
+  return Lines(ReadFile(out));
 }
 
 class SentencePieceModelTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SentencePieceModelTest, MatchesLibsentencepiece) {
   const std::filesystem::path path = testing::TrainTestTokenizer(GetParam());
-  sentencepiece::SentencePieceProcessor reference;
-  ASSERT_TRUE(reference.Load(path.string()).ok());
   auto model = SentencePieceModel::Parse(ReadFile(path));
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  EXPECT_EQ(model->vocab_size(), reference.GetPieceSize());
-  EXPECT_EQ(model->bos_id(), reference.bos_id());
-  EXPECT_EQ(model->eos_id(), reference.eos_id());
-  EXPECT_EQ(model->unk_id(), reference.unk_id());
-  for (const std::string& text : Texts()) {
-    std::vector<int> want = reference.EncodeAsIds(text);
-    std::vector<int32_t> got = model->Encode(text);
-    EXPECT_EQ(got, std::vector<int32_t>(want.begin(), want.end())) << "[" << text << "]";
-    EXPECT_EQ(model->Decode(got), reference.DecodeIds(want)) << "[" << text << "]";
+
+  const std::vector<std::string> vocab = RunSpm("spm_export_vocab", path, "", {});
+  ASSERT_EQ(model->vocab_size(), static_cast<int>(vocab.size()));
+  auto id_of = [&](const std::string& piece) {
+    for (size_t i = 0; i < vocab.size(); ++i) {
+      if (vocab[i].substr(0, vocab[i].find('\t')) == piece) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  EXPECT_EQ(model->bos_id(), id_of("<s>"));
+  EXPECT_EQ(model->eos_id(), id_of("</s>"));
+  EXPECT_EQ(model->unk_id(), id_of("<unk>"));
+
+  const std::vector<std::string> texts = Texts();
+  const std::vector<std::string> encoded = RunSpm("spm_encode", path, "--output_format=id", texts);
+  ASSERT_EQ(encoded.size(), texts.size());
+  std::vector<std::string> id_lines;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    EXPECT_EQ(model->Encode(texts[i]), ParseIds(encoded[i])) << "[" << texts[i] << "]";
+    id_lines.push_back(encoded[i]);
   }
-  // Arbitrary id sequences (control, byte and unknown pieces anywhere), as a model generates.
+  // Arbitrary id sequences (control, byte and unknown pieces anywhere), as a model generates;
+  // no byte piece of a line break (the tools work line by line).
+  const int newline = id_of("<0x0A>"), cr = id_of("<0x0D>");
   uint64_t r = 5;
   for (int i = 0; i < 300; ++i) {
-    std::vector<int> ids;
+    std::string line;
     for (int j = 0; j < 1 + i % 12; ++j) {
-      r = testing::Mix64(r);
-      ids.push_back(static_cast<int>(r % reference.GetPieceSize()));
+      int id;
+      do {
+        r = testing::Mix64(r);
+        id = static_cast<int>(r % vocab.size());
+      } while (id == newline || id == cr);
+      line += std::to_string(id) + " ";
     }
-    EXPECT_EQ(model->Decode(std::vector<int32_t>(ids.begin(), ids.end())),
-              reference.DecodeIds(ids));
+    id_lines.push_back(line);
+  }
+  const std::vector<std::string> decoded =
+      RunSpm("spm_decode", path, "--input_format=id", id_lines);
+  ASSERT_EQ(decoded.size(), id_lines.size());
+  for (size_t i = 0; i < id_lines.size(); ++i) {
+    EXPECT_EQ(model->Decode(ParseIds(id_lines[i])), decoded[i]) << id_lines[i];
   }
 }
 

@@ -10,11 +10,11 @@
 // of range, two chunks of one sequence, a write into a slot another chunk of the step reads).
 #pragma once
 
-#include <sentencepiece_trainer.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -227,35 +227,47 @@ inline std::string TokenizerTrainingText() {
   return text;
 }
 
-// Trains a sentencepiece model (vocab 400 at most, byte fallback) on TokenizerTrainingText() into
-// a per-process temp folder, once per `options` (extra trainer flags); returns the .model path.
-// (Each ctest case is its own process: the folder is removed at exit.)
-inline std::filesystem::path TrainTestTokenizer(const std::string& options) {
+// Runs a shell command; its output goes to `out` (a file path) or nowhere. Throws on failure.
+inline void RunCommand(const std::string& command, const std::string& out = "/dev/null") {
+  const std::string line = command + " > '" + out + "' 2>/dev/null";
+  if (std::system(line.c_str()) != 0) throw std::runtime_error("command failed: " + line);
+}
+
+// Per-process scratch folder for tokenizer files, removed at exit (each ctest case is its own
+// process).
+inline const std::filesystem::path& ScratchDir() {
   struct TempDir {
     std::filesystem::path dir =
         std::filesystem::temp_directory_path() / ("inferd_gen_tok_" + std::to_string(::getpid()));
+    TempDir() { std::filesystem::create_directories(dir); }
     ~TempDir() {
       std::error_code ec;
       std::filesystem::remove_all(dir, ec);
     }
   };
   static TempDir temp;
+  return temp.dir;
+}
+
+// Trains a sentencepiece model (vocab 400 at most, byte fallback) on TokenizerTrainingText() with
+// Debian's spm_train (the `sentencepiece` package: the tests link no libsentencepiece, which
+// cannot share a process with libprotobuf; see sentencepiece_model.h), once per `options` (extra
+// trainer flags); returns the .model path.
+inline std::filesystem::path TrainTestTokenizer(const std::string& options) {
   static std::map<std::string, std::filesystem::path> trained;
   auto it = trained.find(options);
   if (it != trained.end()) return it->second;
-  std::filesystem::create_directories(temp.dir);
+  const std::filesystem::path& dir = ScratchDir();
   const std::string name = "tok" + std::to_string(trained.size());
-  if (!std::filesystem::exists(temp.dir / "text.txt")) {
-    std::ofstream(temp.dir / "text.txt") << TokenizerTrainingText();
+  if (!std::filesystem::exists(dir / "text.txt")) {
+    std::ofstream(dir / "text.txt") << TokenizerTrainingText();
   }
-  const std::string args = "--input=" + (temp.dir / "text.txt").string() +
-                           " --model_prefix=" + (temp.dir / name).string() +
-                           " --vocab_size=400 --byte_fallback=true --hard_vocab_limit=false "
-                           "--character_coverage=1.0 --minloglevel=2 --num_threads=1 " +
-                           options;
-  const auto status = sentencepiece::SentencePieceTrainer::Train(args);
-  if (!status.ok()) throw std::runtime_error("training a test tokenizer: " + status.ToString());
-  return trained[options] = temp.dir / (name + ".model");
+  RunCommand("spm_train --input='" + (dir / "text.txt").string() + "' --model_prefix='" +
+             (dir / name).string() +
+             "' --vocab_size=400 --byte_fallback=true --hard_vocab_limit=false "
+             "--character_coverage=1.0 --minloglevel=2 --num_threads=1 " +
+             options);
+  return trained[options] = dir / (name + ".model");
 }
 
 // The generation models' kind of tokenizer (scripts/generation/tokenizer.py): BPE, identity
