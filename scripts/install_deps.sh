@@ -9,6 +9,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libboost-dev
   libspdlog-dev libfmt-dev libcli11-dev rapidjson-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  sentencepiece  # spm_train/spm_encode: generation tests train tokenizers and check src/generation/sentencepiece_model.h
   python3-onnx python3-numpy python3-torch python3-torchvision python3-sklearn python3-requests
   libopenblas0-pthread  # an optimized BLAS for the PyTorch peer (the default reference BLAS is ~35x slower)
   prometheus python3-grpcio wrk curl

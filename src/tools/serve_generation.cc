@@ -6,11 +6,7 @@
 #include "serving/model_config.h"
 #include "serving/repository.h"
 
-// src/genserve builds only once src/generation (issue 12's engine) is in the tree; CMake defines
-// INFERD_HAVE_GENERATION then. Without it, generative folders are reported and skipped.
-#if INFERD_HAVE_GENERATION
 #include "genserve/engine_text_generator.h"
-#endif
 
 namespace inferd::tools {
 
@@ -25,14 +21,9 @@ StatusOr<server::GenerativeModel> LoadOne(const std::filesystem::path& repositor
   ASSIGN_OR_RETURN(auto config, serving::ParseModelConfig(text, /*strict=*/false, nullptr));
   ASSIGN_OR_RETURN(serving::GenerativeConfig gc,
                    serving::ReadGenerativeConfig(config, repository / name));
-#if INFERD_HAVE_GENERATION
   genserve::GenerativeLoadOptions options;
   options.default_threads = threads;
   return genserve::LoadGenerativeModel(name, gc, options);
-#else
-  (void)threads;
-  return Unimplemented("this inferd build has no generation engine (src/generation)");
-#endif
 }
 
 }  // namespace

@@ -46,8 +46,9 @@ ALLOWED = {
     "serving": {"session", "batching", "runtime", "graph", "common", "model_config_proto"},
     "server": {"serving", "session", "batching", "graph", "common", "grpc_proto",
                "model_config_proto"},
+    "genserve": {"server", "serving", "generation", "common", "model_config_proto"},
     "loadgen": {"common", "grpc_proto"},
-    "tools": {"server", "serving", "loadgen", "quantize", "session", "optimizer", "kernels/cpu",
+    "tools": {"genserve", "server", "serving", "loadgen", "quantize", "session", "optimizer", "kernels/cpu",
               "runtime", "graph", "common", "batching", "grpc_proto", "model_config_proto"},
 }
 
@@ -65,6 +66,7 @@ TARGET = {
     "generation": "inferd_generation",
     "serving": "inferd_serving",
     "server": "inferd_server",
+    "genserve": "inferd_genserve",
     "loadgen": "inferd_loadgen",
     "tools": "inferd_tools_lib",
     "model_config_proto": "inferd_model_config_proto",
@@ -254,11 +256,6 @@ def main():
         print(f"{args.link_graph} missing: configure the build first (CMakeLists.txt writes it)")
         return 1
     problems = []
-    # src/genserve (the generation API's engine adapter) builds only once src/generation exists.
-    if (args.source_dir / "src" / "generation" / "engine.h").is_file():
-        ALLOWED["genserve"] = {"server", "serving", "generation", "common", "model_config_proto"}
-        ALLOWED["tools"] |= {"genserve"}
-        TARGET["genserve"] = "inferd_genserve"
     prod, tests = scan_includes(args.source_dir / "src")
     check_sources(prod, problems)
     links = read_link_graph(args.link_graph)
