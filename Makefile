@@ -68,11 +68,15 @@ run: build
 # Jane Austen tiny-llama, trained on 2 threads in a few minutes); gen-models-large the random
 # ~110M/350M benchmark models. A rerun with everything present does nothing.
 GEN_MODELS ?= $(BUILD)/models/gen
+GEN_SMALL = test-llama test-gpt2 tiny-llama
+GEN_LARGE = llama-110m gpt2-110m llama-350m
 gen-models: deps
-	@/usr/bin/python3 scripts/generation/build_models.py --out $(GEN_MODELS)
+	@for m in $(GEN_SMALL); do [ -f $(GEN_MODELS)/$$m/config.json ] || { \
+	  /usr/bin/python3 scripts/generation/build_models.py --out $(GEN_MODELS); exit $$?; }; done
 
 gen-models-large: deps
-	@/usr/bin/python3 scripts/generation/build_models.py --out $(GEN_MODELS) --large
+	@for m in $(GEN_LARGE); do [ -f $(GEN_MODELS)/$$m/config.json ] || { \
+	  /usr/bin/python3 scripts/generation/build_models.py --out $(GEN_MODELS) --large; exit $$?; }; done
 
 clean:
 	rm -rf $(BUILD)

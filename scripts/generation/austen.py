@@ -85,6 +85,9 @@ def _unserialize(data):
 
 def load_novels(data_dir=DATA_DIR):
     """Returns {novel name: text} for the six novels (lines joined with newlines)."""
+    if not os.path.isfile(os.path.join(data_dir, "Rdata.rdx")):
+        raise FileNotFoundError("%s/Rdata.rdx not found: install Debian's r-cran-janeaustenr "
+                                "(scripts/install_deps.sh)" % data_dir)
     index = _unserialize(gzip.decompress(open(os.path.join(data_dir, "Rdata.rdx"), "rb").read()))
     variables = dict(index)["variables"]  # [(name, [offset, length]), ...]
     with open(os.path.join(data_dir, "Rdata.rdb"), "rb") as f:
