@@ -54,6 +54,9 @@ LARGE = {
     "llama-350m": ("llama", 32000, 1024, 24, 16, 8, 2816, 2048),
 }
 TRAINED = ("tiny-llama",)
+# Smallest top-1/top-2 logit gap over a reference prompt's greedy steps (tiny-llama's logits
+# are O(10); FP32 engines differ by ~1e-5 there).
+MIN_MARGIN = 1e-3
 
 
 def config_of(spec):
@@ -153,17 +156,24 @@ def verify_onnx(model, cfg, path):
 # References
 
 
-def reference(model, prompts, new_tokens):
+def reference(model, prompts, new_tokens, keep=None, min_margin=0.0):
     """Greedy continuations, first logits, and the smallest top-1/top-2 logit gap per prompt
-    over its greedy steps (near-ties make other engines' FP32 tokens legitimately differ)."""
-    greedy, first, margins = [], [], []
+    over its greedy steps (near-ties make other engines' FP32 tokens legitimately differ).
+    With keep: the first `keep` prompts whose gap is >= min_margin (then the widest-gap rest),
+    so that a token-for-token comparison does not hinge on a 1e-5 tie."""
+    rows = []
     for p in prompts:
         out, logits = models.greedy_generate(model, p, new_tokens)
-        greedy.append(out)
-        first.append([float(x) for x in logits])
-        margins.append(_min_margin(model, p, out))
-    return {"prompts": prompts, "greedy": greedy, "logits_first": first,
-            "min_top2_margin": margins}
+        rows.append((p, out, [float(x) for x in logits], _min_margin(model, p, out)))
+    if keep is not None:
+        good = [r for r in rows if r[3] >= min_margin]
+        rest = sorted((r for r in rows if r[3] < min_margin), key=lambda r: -r[3])
+        rows = (good + rest)[:keep]
+    ref = {"prompts": [r[0] for r in rows], "greedy": [r[1] for r in rows],
+           "logits_first": [r[2] for r in rows], "min_top2_margin": [r[3] for r in rows]}
+    if keep is not None:
+        ref["selection"] = {"candidates": len(prompts), "required_min_top2_margin": min_margin}
+    return ref
 
 
 @torch.no_grad()
@@ -225,7 +235,7 @@ def build_trained(out, name, sp_path, verify):
     model, cfg, prompts, report = train.train_tiny_llama(sp_path)
     with open(sp_path, "rb") as f:
         sp_bytes = f.read()
-    ref = reference(model, prompts, 64)
+    ref = reference(model, prompts, 64, keep=train.NUM_PROMPTS, min_margin=MIN_MARGIN)
     ref["training"] = report
     write_folder(out, name, model, cfg, sp_bytes, ref, verify)
 

@@ -91,15 +91,16 @@ def held_out_loss(model, held, bos):
     return float(np.mean(losses))
 
 
-def make_prompts(held, bos, count=NUM_PROMPTS):
-    """bos + 4..34 tokens taken from evenly spread places of the held-out stream."""
+def make_prompts(held, bos, count=3 * NUM_PROMPTS):
+    """Candidate reference prompts: bos + 4..34 tokens taken from evenly spread places of the
+    held-out stream (build_models keeps NUM_PROMPTS of them without near-tie greedy steps)."""
     g = np.random.default_rng(SEED)
     offsets = np.linspace(0, len(held) - 64, count).astype(int)
     return [[bos] + held[o:o + int(g.integers(4, 35))].tolist() for o in offsets]
 
 
 def train_tiny_llama(sp_path, steps=None, log=print):
-    """Returns (model in eval mode, config dict, reference prompts, report dict)."""
+    """Returns (model in eval mode, config dict, candidate reference prompts, report dict)."""
     global STEPS
     if steps is not None:
         STEPS = steps
