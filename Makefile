@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test unit thread-safety conformance run clean
+.PHONY: all deps configure build test unit thread-safety conformance run clean gen-models gen-models-large
 
 all: build
 
@@ -62,6 +62,21 @@ run: build
 	@$(if $(SUMMARY),tests/cli/run_examples.sh $(BUILD)/inferd $(BUILD)/models $(BUILD)/run_outputs &&) \
 	tests/cli/serve_examples.sh $(BUILD)/inferd $(BUILD)/models $(BUILD)/example_repository \
 	  $(HTTP_PORT) $(GRPC_PORT) $(METRICS_PORT)
+
+# Decoder models of the generation engine (scripts/generation/build_models.py, GEN.md section 1),
+# cached in $(BUILD)/models/gen: gen-models builds the small ones (test-llama, test-gpt2 and the
+# Jane Austen tiny-llama, trained on 2 threads in a few minutes); gen-models-large the random
+# ~110M/350M benchmark models. A rerun with everything present does nothing.
+GEN_MODELS ?= $(BUILD)/models/gen
+GEN_SMALL = test-llama test-gpt2 tiny-llama
+GEN_LARGE = llama-110m gpt2-110m llama-350m
+gen-models: deps
+	@for m in $(GEN_SMALL); do [ -f $(GEN_MODELS)/$$m/config.json ] || { \
+	  /usr/bin/python3 scripts/generation/build_models.py --out $(GEN_MODELS); exit $$?; }; done
+
+gen-models-large: deps
+	@for m in $(GEN_LARGE); do [ -f $(GEN_MODELS)/$$m/config.json ] || { \
+	  /usr/bin/python3 scripts/generation/build_models.py --out $(GEN_MODELS) --large; exit $$?; }; done
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,165 @@
+"""Trains tiny-llama, the small Llama-style model of the generation engine, on Jane Austen.
+
+    /usr/bin/python3 scripts/generation/train.py [--tokenizer PATH] [--steps N]  (a dry run)
+
+build_models.py calls train_tiny_llama(); run alone it trains and prints the report only.
+Data: the novels' paragraphs (tokenizer.corpus(): 95% train, the last 5% of each novel held
+out) joined by newlines into one token stream per split; a training sample is bos followed by a
+random window of the stream (so that prompts "bos + any text" are in distribution). The
+model never sees eos (generation stops at max_tokens or a stop string).
+
+Budget: at most STEPS steps and at most MAX_SECONDS of training, whichever comes first; the
+learning-rate schedule (warmup, cosine decay) follows progress = max(step / STEPS, elapsed /
+MAX_SECONDS), so a run cut short by time on a slow or loaded machine is still fully annealed.
+On an idle 2-core machine the step bound comes first and the weights are deterministic.
+"""
+import argparse
+import math
+import os
+import sys
+import time
+
+# Passive OpenMP waits: on a shared, loaded machine torch's spinning worker threads make each
+# training step 3-4x slower (measured: 1.6 s vs 5-10 s per step on 2 threads). Must be set
+# before torch loads libgomp.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np  # noqa: E402
+import sentencepiece as spm  # noqa: E402
+import torch  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import models  # noqa: E402
+import tokenizer as tok  # noqa: E402
+
+SEED = 20261201
+SHAPE = dict(hidden_size=192, num_layers=4, num_heads=6, num_kv_heads=2, intermediate_size=512)
+MAX_POSITIONS = 1024
+SEQ_LEN = 128        # tokens per sample, bos included
+BATCH = 16
+STEPS = 300
+LR, WARMUP, MIN_LR_FRACTION = 3e-3, 20, 0.1
+MAX_SECONDS = 480  # a cap for loaded machines: the step bound comes first on 2 idle cores
+NUM_PROMPTS = 16
+
+
+def token_streams(sp):
+    train, held = tok.corpus()
+    enc = lambda paras: np.array(sp.encode("\n".join(paras)), dtype=np.int64)  # noqa: E731
+    return enc(train), enc(held)
+
+
+def batch_of(stream, starts, bos):
+    rows = [np.concatenate(([bos], stream[s:s + SEQ_LEN])) for s in starts]  # SEQ_LEN + 1
+    return torch.from_numpy(np.stack(rows))
+
+
+def lm_loss(model, x):
+    """Mean next-token cross entropy (nats) of rows x [B, SEQ_LEN + 1]."""
+    ids, target = x[:, :-1], x[:, 1:]
+    b, s = ids.shape
+    mask = torch.ones((b, s), dtype=torch.int64)
+    pos = torch.arange(s)[None, :].expand(b, s)
+    logits, _ = model(ids, mask, pos, models.empty_past(model.config, b))
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                             target.reshape(-1))
+
+
+def lr_at(step, progress):
+    """Linear warmup over WARMUP steps, then cosine decay to MIN_LR_FRACTION at progress 1."""
+    if step < WARMUP:
+        return LR * (step + 1) / WARMUP
+    t = min(1.0, progress)
+    return LR * (MIN_LR_FRACTION + (1 - MIN_LR_FRACTION) * 0.5 * (1 + math.cos(math.pi * t)))
+
+
+def optimizer_of(model):
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    rest = [p for n, p in model.named_parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                              {"params": rest, "weight_decay": 0.0}],
+                             lr=LR, betas=(0.9, 0.95))
+
+
+@torch.no_grad()
+def held_out_loss(model, held, bos):
+    """Loss over consecutive non-overlapping windows of the held-out stream (at most 64)."""
+    starts = list(range(0, len(held) - SEQ_LEN, SEQ_LEN))[:64]
+    losses = [float(lm_loss(model, batch_of(held, starts[i:i + BATCH], bos)))
+              for i in range(0, len(starts), BATCH)]
+    return float(np.mean(losses))
+
+
+def make_prompts(held, bos, count=3 * NUM_PROMPTS):
+    """Candidate reference prompts: bos + 4..34 tokens taken from evenly spread places of the
+    held-out stream (build_models keeps NUM_PROMPTS of them without near-tie greedy steps)."""
+    g = np.random.default_rng(SEED)
+    offsets = np.linspace(0, len(held) - 64, count).astype(int)
+    return [[bos] + held[o:o + int(g.integers(4, 35))].tolist() for o in offsets]
+
+
+def train_tiny_llama(sp_path, steps=None, log=print):
+    """Returns (model in eval mode, config dict, candidate reference prompts, report dict)."""
+    global STEPS
+    if steps is not None:
+        STEPS = steps
+    torch.manual_seed(SEED)
+    sp = spm.SentencePieceProcessor(model_file=sp_path)
+    train, held = token_streams(sp)
+    cfg = models.make_config("llama", sp.vocab_size(), max_positions=MAX_POSITIONS,
+                             bos_token_id=sp.bos_id(), eos_token_id=sp.eos_id(),
+                             **{k: v for k, v in SHAPE.items()})
+    model = models.init_random(models.build_model(cfg), SEED)
+    opt = optimizer_of(model)
+    g = np.random.default_rng(SEED)
+    bos = sp.bos_id()
+    t0, done, loss = time.time(), 0, float("nan")
+    model.train()
+    for step in range(STEPS):
+        progress = max(step / STEPS, (time.time() - t0) / MAX_SECONDS)
+        if progress >= 1.0:
+            log("  stopping at step %d: %ds reached (a slow or loaded machine)" % (step, MAX_SECONDS))
+            break
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, progress)
+        x = batch_of(train, g.integers(0, len(train) - SEQ_LEN, BATCH), bos)
+        loss_t = lm_loss(model, x)
+        opt.zero_grad(set_to_none=True)
+        loss_t.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        loss, done = float(loss_t), step + 1
+        if step % 20 == 0 or step == STEPS - 1:
+            log("  step %d/%d loss %.3f (%.0fs)" % (step, STEPS, loss, time.time() - t0))
+    model.eval()
+    seconds = time.time() - t0
+    eval_loss = held_out_loss(model, held, bos)
+    prompts = make_prompts(held, bos)
+    sample, _ = models.greedy_generate(model, prompts[0], 64)
+    report = {
+        "steps": done, "planned_steps": STEPS, "batch": BATCH, "seq_len": SEQ_LEN,
+        "tokens_seen": done * BATCH * SEQ_LEN, "train_tokens": int(len(train)),
+        "held_out_tokens": int(len(held)), "seconds": round(seconds, 1),
+        "threads": torch.get_num_threads(), "final_train_loss": round(loss, 4),
+        "held_out_loss": round(eval_loss, 4), "held_out_perplexity": round(math.exp(eval_loss), 2),
+        "params": sum(p.numel() for p in model.parameters()),
+        "sample_prompt": sp.decode(prompts[0]), "sample_greedy": sp.decode(sample),
+    }
+    log("  trained %d steps in %.0fs: held-out loss %.3f (ppl %.1f)" %
+        (done, seconds, eval_loss, math.exp(eval_loss)))
+    log("  sample: %r -> %r" % (report["sample_prompt"], report["sample_greedy"]))
+    return model, cfg, prompts, report
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tokenizer", default="build/models/gen/_tokenizer/tokenizer.model")
+    ap.add_argument("--steps", type=int, default=None)
+    a = ap.parse_args()
+    torch.set_num_threads(2)
+    train_tiny_llama(tok.shared_tokenizer(os.path.dirname(a.tokenizer)), a.steps)
+
+
+if __name__ == "__main__":
+    main()
