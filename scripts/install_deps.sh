@@ -13,10 +13,9 @@ PACKAGES=(
   python3-onnx python3-numpy python3-torch python3-torchvision python3-sklearn python3-requests
   libopenblas0-pthread  # an optimized BLAS for the PyTorch peer (the default reference BLAS is ~35x slower)
   prometheus python3-grpcio wrk curl
-  # generation (issue 12): sentencepiece (the command-line tools check inferd's own model reader,
-  # src/generation/sentencepiece_model.h; the Python module trains the tokenizers) and Jane
-  # Austen's novels, the training text of the small decoder model
-  sentencepiece python3-sentencepiece r-cran-janeaustenr
+  # generation (issue 12): the Python sentencepiece module trains the tokenizers; Jane Austen's
+  # novels are the training text of the small decoder model
+  python3-sentencepiece r-cran-janeaustenr
 )
 
 missing=()
