@@ -1,5 +1,7 @@
 #include "loadgen/gen_bench.h"
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <cmath>
 #include <fstream>
@@ -8,8 +10,6 @@
 #include <ostream>
 #include <sstream>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "common/clock.h"
 #include "common/mutex.h"
@@ -168,17 +168,18 @@ std::string LevelName(const GenRunResult& r) {
 }
 
 void PrintTable(const std::vector<GenRunResult>& runs, std::ostream& out) {
-  out << fmt::format("{:>10} {:>6} {:>5} {:>8} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} "
-                     "{:>9} {:>9}\n",
-                     "level", "done", "fail", "req/s", "out tok/s", "goodput", "TTFT avg",
-                     "TTFT p50", "TTFT p99", "TPOT avg", "TPOT p99", "ITL p99", "E2E p50",
-                     "E2E p99");
+  out << fmt::format(
+      "{:>10} {:>6} {:>5} {:>8} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} "
+      "{:>9} {:>9}\n",
+      "level", "done", "fail", "req/s", "out tok/s", "goodput", "TTFT avg", "TTFT p50", "TTFT p99",
+      "TPOT avg", "TPOT p99", "ITL p99", "E2E p50", "E2E p99");
   for (const GenRunResult& r : runs) {
-    out << fmt::format("{:>10} {:>6} {:>5} {:>8.2f} {:>9.1f} {:>8.2f} {:>9.1f} {:>9.1f} {:>9.1f} "
-                       "{:>9.2f} {:>9.2f} {:>9.2f} {:>9.1f} {:>9.1f}\n",
-                       LevelName(r), r.completed, r.failed, r.request_throughput,
-                       r.output_throughput, r.goodput, r.ttft.mean, r.ttft.median, r.ttft.p99,
-                       r.tpot.mean, r.tpot.p99, r.itl.p99, r.e2e.median, r.e2e.p99);
+    out << fmt::format(
+        "{:>10} {:>6} {:>5} {:>8.2f} {:>9.1f} {:>8.2f} {:>9.1f} {:>9.1f} {:>9.1f} "
+        "{:>9.2f} {:>9.2f} {:>9.2f} {:>9.1f} {:>9.1f}\n",
+        LevelName(r), r.completed, r.failed, r.request_throughput, r.output_throughput, r.goodput,
+        r.ttft.mean, r.ttft.median, r.ttft.p99, r.tpot.mean, r.tpot.p99, r.itl.p99, r.e2e.median,
+        r.e2e.p99);
   }
   out << "(latencies in ms; goodput: requests/s within the SLOs)\n";
 }
@@ -192,8 +193,7 @@ Status Warmup(CompletionClient& client, const GenBenchOptions& o, const Workload
                          [c](GenRequestRecord r) { c->Add(0, std::move(r)); });
     auto [records, last] = c->Wait(1);
     if (!records[0].ok) {
-      return Unavailable("warmup request to {}{} failed: {}", o.url, o.endpoint,
-                         records[0].error);
+      return Unavailable("warmup request to {}{} failed: {}", o.url, o.endpoint, records[0].error);
     }
   }
   return Status::Ok();
@@ -217,10 +217,10 @@ Status RunGenBench(const GenBenchOptions& o, std::ostream& out, std::ostream& er
   std::vector<GenRunResult> runs;
   for (double level : levels) {
     if (!o.quiet) {
-      err << fmt::format("[bench] {} {}: {} requests to {}{}\n", o.model,
-                         concurrency ? fmt::format("concurrency {:g}", level)
-                                     : fmt::format("rate {:g}/s", level),
-                         w.bodies.size(), o.url, o.endpoint);
+      err << fmt::format(
+          "[bench] {} {}: {} requests to {}{}\n", o.model,
+          concurrency ? fmt::format("concurrency {:g}", level) : fmt::format("rate {:g}/s", level),
+          w.bodies.size(), o.url, o.endpoint);
     }
     double seconds = 0;
     auto records = concurrency ? RunConcurrency(*client, w, static_cast<int>(level), &seconds)
@@ -238,7 +238,8 @@ Status RunGenBench(const GenBenchOptions& o, std::ostream& out, std::ostream& er
   client->Shutdown(co.timeout);
   PrintTable(runs, out);
   for (const GenRunResult& r : runs) {
-    for (const auto& [kind, n] : r.errors) out << LevelName(r) << ": " << n << " x " << kind << "\n";
+    for (const auto& [kind, n] : r.errors)
+      out << LevelName(r) << ": " << n << " x " << kind << "\n";
   }
   if (!o.json_path.empty()) RETURN_IF_ERROR(WriteReportFile(o.json_path, GenRunsToJson(runs, slo)));
   if (!o.plot_path.empty()) {

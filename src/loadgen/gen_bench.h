@@ -30,23 +30,23 @@
 namespace inferd::loadgen {
 
 struct GenBenchOptions {
-  std::string url;                 // http://HOST:PORT
-  std::string model;               // the "model" field of each request
+  std::string url;    // http://HOST:PORT
+  std::string model;  // the "model" field of each request
   std::string endpoint = "/v1/completions";
-  std::string concurrency_range;   // "A:B:STEP": fixed concurrency levels
-  std::string request_rate_range;  // "A:B:STEP" req/s; "inf" sends everything at once
+  std::string concurrency_range;         // "A:B:STEP": fixed concurrency levels
+  std::string request_rate_range;        // "A:B:STEP" req/s; "inf" sends everything at once
   std::string distribution = "poisson";  // poisson | constant (gamma via burstiness != 1)
-  double burstiness = 1.0;         // gamma shape; 1 = Poisson
-  int num_prompts = 100;           // requests per level
-  std::string input_len = "64:512";   // MIN:MAX or N (random prompts)
-  std::string output_len = "32:256";  // MIN:MAX or N
-  int vocab_size = 1000;           // random prompt ids are in [3, vocab_size)
-  std::string dataset;             // JSONL of {"prompt": ... [, "max_tokens": N]}
+  double burstiness = 1.0;               // gamma shape; 1 = Poisson
+  int num_prompts = 100;                 // requests per level
+  std::string input_len = "64:512";      // MIN:MAX or N (random prompts)
+  std::string output_len = "32:256";     // MIN:MAX or N
+  int vocab_size = 1000;                 // random prompt ids are in [3, vocab_size)
+  std::string dataset;                   // JSONL of {"prompt": ... [, "max_tokens": N]}
   bool ignore_eos = true;
   int warmup_requests = 1;
   double slo_ttft_ms = 0, slo_tpot_ms = 0;  // 0 = no bound
   std::string json_path, plot_path;
-  int timeout_ms = 600000;         // per request
+  int timeout_ms = 600000;  // per request
   uint64_t seed = 1;
   bool quiet = false;
 };

@@ -1,7 +1,11 @@
 // Tests of the generation benchmark: the pure parts (lengths, datasets, SSE, chunks, arrivals,
 // statistics) and the streaming client and RunGenBench against a tiny fake SSE server on
 // loopback (canned answers, no model). No assertion depends on how long anything takes.
+#include "loadgen/gen_bench.h"
+
+#include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <rapidjson/document.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,10 +18,6 @@
 #include <sstream>
 #include <thread>
 
-#include <gtest/gtest.h>
-#include <rapidjson/document.h>
-
-#include "loadgen/gen_bench.h"
 #include "loadgen/gen_client.h"
 #include "loadgen/gen_stats.h"
 #include "loadgen/latency_stats.h"
@@ -76,12 +76,10 @@ TEST(GenStats, JsonlDataset) {
     const char* text;
     const char* message;
   };
-  for (const Bad& b : {Bad{"{\"prompt\": \"a\"}\nnot json\n", "line 2"},
-                       Bad{"{\"text\": \"a\"}", "no \"prompt\""},
-                       Bad{"{\"prompt\": []}", "non-empty array"},
-                       Bad{"{\"prompt\": [\"x\"]}", "non-token"},
-                       Bad{"{\"prompt\": \"a\", \"max_tokens\": 0}", "max_tokens"},
-                       Bad{"\n\n", "no prompts"}}) {
+  for (const Bad& b :
+       {Bad{"{\"prompt\": \"a\"}\nnot json\n", "line 2"}, Bad{"{\"text\": \"a\"}", "no \"prompt\""},
+        Bad{"{\"prompt\": []}", "non-empty array"}, Bad{"{\"prompt\": [\"x\"]}", "non-token"},
+        Bad{"{\"prompt\": \"a\", \"max_tokens\": 0}", "max_tokens"}, Bad{"\n\n", "no prompts"}}) {
     auto s = ParseJsonlPrompts(b.text, 2, {1, 1}, 1);
     ASSERT_FALSE(s.ok()) << b.text;
     EXPECT_NE(s.status().message().find(b.message), std::string::npos) << s.status().message();
@@ -115,10 +113,10 @@ TEST(Sse, EventsAcrossPiecesAndLineEnds) {
     for (auto& e : p.Feed(s)) got.push_back(e);
   };
   feed("data: one\r");
-  feed("\n\r\ndata: tw");     // CRLF split across pieces, then the blank line
-  feed("o\n\n: keep-alive\n\n");  // a comment alone dispatches nothing
+  feed("\n\r\ndata: tw");                        // CRLF split across pieces, then the blank line
+  feed("o\n\n: keep-alive\n\n");                 // a comment alone dispatches nothing
   feed("event: x\nid: 3\ndata: a\ndata:b\n\n");  // multi-line data, other fields ignored
-  feed("data: partial");      // no blank line yet: not dispatched
+  feed("data: partial");                         // no blank line yet: not dispatched
   EXPECT_EQ(got, (std::vector<std::string>{"one", "two", "a\nb"}));
   feed("\n\n");
   EXPECT_EQ(got.back(), "partial");
@@ -253,7 +251,8 @@ class FakeSseServer {
         ssize_t n = read(c, buf, sizeof buf);
         if (n <= 0) break;
         req.append(buf, static_cast<size_t>(n));
-        if (header_end == std::string::npos && (header_end = req.find("\r\n\r\n")) != std::string::npos) {
+        if (header_end == std::string::npos &&
+            (header_end = req.find("\r\n\r\n")) != std::string::npos) {
           size_t cl = req.find("Content-Length: ");
           if (cl == std::string::npos) cl = req.find("content-length: ");
           want = header_end + 4 + (cl == std::string::npos ? 0 : std::stoul(req.substr(cl + 16)));
@@ -283,14 +282,15 @@ class FakeSseServer {
 std::string Chunk(std::string_view s) { return fmt::format("{:x}\r\n{}\r\n", s.size(), s); }
 
 std::vector<std::string> ChunkedStream() {
-  return {"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n",
-          Chunk("data: {\"choices\":[{\"index\":0,\"text\":\"It\"}]}\n\n"),
-          Chunk("data: {\"choices\":[{\"index\":0,\"te"),  // an event split across chunks
-          Chunk("xt\":\" is\"}]}\r\n\r\n: ping\n\n"),
-          Chunk("data: {\"choices\":[{\"index\":0,\"text\":\" a\",\"finish_reason\":\"length\"}]}"
-                "\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,"
-                "\"completion_tokens\":3}}\n\ndata: [DONE]\n\n"),
-          "0\r\n\r\n"};
+  return {
+      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n",
+      Chunk("data: {\"choices\":[{\"index\":0,\"text\":\"It\"}]}\n\n"),
+      Chunk("data: {\"choices\":[{\"index\":0,\"te"),  // an event split across chunks
+      Chunk("xt\":\" is\"}]}\r\n\r\n: ping\n\n"),
+      Chunk("data: {\"choices\":[{\"index\":0,\"text\":\" a\",\"finish_reason\":\"length\"}]}"
+            "\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,"
+            "\"completion_tokens\":3}}\n\ndata: [DONE]\n\n"),
+      "0\r\n\r\n"};
 }
 
 GenRequestRecord CompleteOnce(const std::string& url, const std::string& body = "{}") {
@@ -313,16 +313,17 @@ TEST(GenClient, ChunkedStream) {
   EXPECT_EQ(r.output_tokens, 3);  // from usage
   EXPECT_EQ(r.prompt_tokens, 4);  // usage overrides the prompt's own count
   EXPECT_EQ(r.asked_tokens, 3);
-  EXPECT_EQ(r.itl.size(), 2u);    // three text chunks
+  EXPECT_EQ(r.itl.size(), 2u);  // three text chunks
   EXPECT_GE(r.e2e, r.ttft);
   EXPECT_EQ(server.last_body(), "{\"x\":1}");
 }
 
 TEST(GenClient, CloseDelimitedStreamWithoutUsage) {
-  FakeSseServer server({"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                        "Connection: close\r\n\r\n",
-                        "data: {\"choices\":[{\"text\":\"a\"}]}\n\n",
-                        "data: {\"choices\":[{\"text\":\"b\"}]}\n\ndata: [DONE]\n\n"});
+  FakeSseServer server(
+      {"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+       "Connection: close\r\n\r\n",
+       "data: {\"choices\":[{\"text\":\"a\"}]}\n\n",
+       "data: {\"choices\":[{\"text\":\"b\"}]}\n\ndata: [DONE]\n\n"});
   GenRequestRecord r = CompleteOnce(server.url());
   EXPECT_TRUE(r.ok) << r.error;
   EXPECT_EQ(r.output_tokens, 2);  // counted chunks
@@ -332,8 +333,10 @@ TEST(GenClient, CloseDelimitedStreamWithoutUsage) {
 TEST(GenClient, ErrorsAreKinds) {
   {
     const std::string body = R"({"error":{"message":"max_tokens must be positive"}})";
-    FakeSseServer server({"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
-                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body});
+    FakeSseServer server(
+        {"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+         "Content-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body});
     GenRequestRecord r = CompleteOnce(server.url());
     EXPECT_FALSE(r.ok);
     EXPECT_EQ(r.error.rfind("http_400", 0), 0u) << r.error;
@@ -429,8 +432,8 @@ TEST(GenBench, BadOptionsAndAFailingServer) {
   fails_with(b, "--dataset");
   fails_with(o, "warmup");  // nothing listens
   const std::string body = R"({"error":{"message":"unknown model 'm'"}})";
-  FakeSseServer server({"HTTP/1.1 404 Not Found\r\nContent-Length: " +
-                        std::to_string(body.size()) + "\r\n\r\n" + body});
+  FakeSseServer server({"HTTP/1.1 404 Not Found\r\nContent-Length: " + std::to_string(body.size()) +
+                        "\r\n\r\n" + body});
   b = o;
   b.url = server.url();
   fails_with(b, "unknown model 'm'");

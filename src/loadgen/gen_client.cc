@@ -1,18 +1,18 @@
 // Beast client for streamed completions: connect -> write -> read header -> read the body piece by
 // piece into a fixed buffer (http::buffer_body), feeding every piece to the SSE parser the moment
 // it arrives, so each chunk is timed when it reaches the client rather than when the body ends.
+#include "loadgen/gen_client.h"
+
 #include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <memory>
 #include <thread>
 #include <utility>  // before asio: Boost 1.74 awaitable.hpp uses std::exchange
 
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-
 #include "common/clock.h"
 #include "common/mutex.h"
-#include "loadgen/gen_client.h"
 
 namespace inferd::loadgen {
 
@@ -133,8 +133,8 @@ class HttpCompletionClient final : public CompletionClient {
 
   void Consume(const RequestPtr& r, std::string_view bytes) {
     if (r->parser.get().result_int() != 200) {
-      r->error_body.append(bytes.substr(0, kErrorBodyLimit - std::min(kErrorBodyLimit,
-                                                                       r->error_body.size())));
+      r->error_body.append(
+          bytes.substr(0, kErrorBodyLimit - std::min(kErrorBodyLimit, r->error_body.size())));
       return;
     }
     for (const std::string& data : r->sse.Feed(bytes)) {
@@ -196,7 +196,8 @@ class HttpCompletionClient final : public CompletionClient {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<CompletionClient>> CreateCompletionClient(const GenClientOptions& options) {
+StatusOr<std::unique_ptr<CompletionClient>> CreateCompletionClient(
+    const GenClientOptions& options) {
   if (options.url.protocol != ServerUrl::Protocol::kHttp) {
     return InvalidArgument("--generate needs an http:// --url (OpenAI completions over HTTP)");
   }

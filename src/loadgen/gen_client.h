@@ -23,7 +23,7 @@
 namespace inferd::loadgen {
 
 struct GenClientOptions {
-  ServerUrl url;                             // http only
+  ServerUrl url;  // http only
   std::string path = "/v1/completions";
   std::chrono::milliseconds timeout{600000};  // whole request, send to last byte
 };

@@ -1,14 +1,14 @@
 #include "loadgen/gen_stats.h"
 
-#include <algorithm>
-#include <charconv>
-#include <map>
-#include <numeric>
-
 #include <fmt/format.h>
 #include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <numeric>
 
 #include "common/stats.h"
 #include "loadgen/report.h"
@@ -305,8 +305,8 @@ std::string GenRunsToJson(const std::vector<GenRunResult>& runs, const GenSloOpt
     num("request_goodput", r.goodput);
     num("slo_ttft_ms", slo.ttft_ms);
     num("slo_tpot_ms", slo.tpot_ms);
-    for (auto [name, s] : {std::pair{"ttft", &r.ttft}, {"tpot", &r.tpot}, {"itl", &r.itl},
-                           {"e2el", &r.e2e}}) {
+    for (auto [name, s] :
+         {std::pair{"ttft", &r.ttft}, {"tpot", &r.tpot}, {"itl", &r.itl}, {"e2el", &r.e2e}}) {
       num(fmt::format("mean_{}_ms", name).c_str(), s->mean);
       num(fmt::format("median_{}_ms", name).c_str(), s->median);
       num(fmt::format("p90_{}_ms", name).c_str(), s->p90);

@@ -73,7 +73,7 @@ struct CompletionChunk {
   bool has_choice = false;    // the chunk carried a choice (a usage-only chunk does not)
   std::string finish_reason;  // "" while generating
   int completion_tokens = -1, prompt_tokens = -1;  // from "usage" when present
-  std::string error;          // an OpenAI error object's message
+  std::string error;                               // an OpenAI error object's message
 };
 StatusOr<CompletionChunk> ParseCompletionChunk(std::string_view data);
 
@@ -82,12 +82,12 @@ StatusOr<CompletionChunk> ParseCompletionChunk(std::string_view data);
 // What one request saw, in seconds from its send.
 struct GenRequestRecord {
   bool ok = false;
-  std::string error;            // a short kind ("http_400", "connect", "io", "server: ...")
-  double ttft = 0;              // first chunk with text
-  double e2e = 0;               // last byte
-  std::vector<double> itl;      // gaps between consecutive text chunks
-  int output_tokens = 0;        // usage.completion_tokens, else the number of text chunks
-  int prompt_tokens = 0;        // usage.prompt_tokens, else the prompt's own count
+  std::string error;        // a short kind ("http_400", "connect", "io", "server: ...")
+  double ttft = 0;          // first chunk with text
+  double e2e = 0;           // last byte
+  std::vector<double> itl;  // gaps between consecutive text chunks
+  int output_tokens = 0;    // usage.completion_tokens, else the number of text chunks
+  int prompt_tokens = 0;    // usage.prompt_tokens, else the prompt's own count
   int asked_tokens = 0;
   // TPOT = (e2e - ttft) / (output_tokens - 1), vLLM's definition; 0 for a single token.
   double Tpot() const;
@@ -106,15 +106,15 @@ struct GenSloOptions {
 };
 
 struct GenRunResult {
-  double level = 0;           // request rate (req/s; 0 = all at once) or concurrency
+  double level = 0;  // request rate (req/s; 0 = all at once) or concurrency
   bool concurrency_mode = false;
-  double duration_s = 0;      // first send to last completion
+  double duration_s = 0;  // first send to last completion
   int64_t completed = 0, failed = 0;
   int64_t input_tokens = 0, output_tokens = 0;
   double request_throughput = 0;  // completed / duration
   double output_throughput = 0;   // output tokens / duration
   double total_token_throughput = 0;
-  double goodput = 0;             // requests within every SLO per second
+  double goodput = 0;  // requests within every SLO per second
   MsSummary ttft, tpot, itl, e2e;
   std::vector<std::pair<std::string, int64_t>> errors;  // kind -> count, sorted by kind
 };
