@@ -33,11 +33,20 @@ bool LastAgree(const std::vector<double>& values, double percentage, size_t n) {
   return *hi <= *lo * (1.0 + percentage / 100.0);
 }
 
-ArrivalSchedule::ArrivalSchedule(double rate_per_s, Distribution distribution, uint64_t seed)
-    : rate_(rate_per_s), distribution_(distribution), rng_(seed), exp_(rate_per_s) {}
+ArrivalSchedule::ArrivalSchedule(double rate_per_s, Distribution distribution, uint64_t seed,
+                                 double burstiness)
+    : rate_(rate_per_s),
+      distribution_(distribution),
+      burstiness_(burstiness),
+      rng_(seed),
+      exp_(rate_per_s),
+      gamma_(burstiness, 1.0 / (rate_per_s * burstiness)) {}
 
 std::chrono::nanoseconds ArrivalSchedule::NextGap() {
-  const double seconds = distribution_ == Distribution::kConstant ? 1.0 / rate_ : exp_(rng_);
+  double seconds = 1.0 / rate_;
+  if (distribution_ == Distribution::kPoisson) {
+    seconds = burstiness_ == 1.0 ? exp_(rng_) : gamma_(rng_);
+  }
   return std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9));
 }
 

@@ -31,19 +31,25 @@ LatencySummary Summarize(std::vector<int64_t>& latencies_us);
 bool LastAgree(const std::vector<double>& values, double percentage, size_t n = 3);
 
 // Open-loop send times: request i is intended at start + offset(i). Constant spacing 1/rate or
-// Poisson arrivals (exponential gaps with mean 1/rate), deterministic for a seed.
+// Poisson arrivals (exponential gaps with mean 1/rate), deterministic for a seed. With
+// `burstiness` != 1, Poisson becomes vLLM's bursty arrivals: gamma-distributed gaps of shape
+// `burstiness` and the same mean 1/rate (below 1: burstier, coefficient of variation
+// 1/sqrt(burstiness)). burstiness must be > 0.
 class ArrivalSchedule {
  public:
   enum class Distribution { kConstant, kPoisson };
-  ArrivalSchedule(double rate_per_s, Distribution distribution, uint64_t seed = 1);
+  ArrivalSchedule(double rate_per_s, Distribution distribution, uint64_t seed = 1,
+                  double burstiness = 1.0);
   // The gap before the next request.
   std::chrono::nanoseconds NextGap();
 
  private:
   double rate_;
   Distribution distribution_;
+  double burstiness_;
   std::mt19937_64 rng_;
   std::exponential_distribution<double> exp_;
+  std::gamma_distribution<double> gamma_;
 };
 StatusOr<ArrivalSchedule::Distribution> ParseDistribution(std::string_view text);
 

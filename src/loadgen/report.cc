@@ -1,7 +1,10 @@
 #include "loadgen/report.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 
 #include <fmt/format.h>
 #include <rapidjson/stringbuffer.h>
@@ -108,6 +111,15 @@ std::string PointsToCsv(const std::vector<PointResult>& points) {
   return out;
 }
 
+Status WriteReportFile(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f) return InvalidArgument("cannot write '{}': {}", path, std::strerror(errno));
+  f << text;
+  f.close();
+  if (!f) return Internal("writing '{}' failed", path);
+  return Status::Ok();
+}
+
 double NiceStep(double max, int target) {
   if (!(max > 0) || target < 1) return 1;
   const double raw = max / target;
@@ -118,8 +130,8 @@ double NiceStep(double max, int target) {
   return 10 * mag;
 }
 
-std::string LatencyThroughputSvg(const std::vector<PointResult>& points,
-                                 const std::string& title) {
+std::string LatencyThroughputSvg(const std::vector<PointResult>& points, const std::string& title,
+                                 const std::string& x_label, const std::string& y_label) {
   constexpr double kW = 720, kH = 440, kLeft = 70, kRight = 150, kTop = 40, kBottom = 50;
   const double pw = kW - kLeft - kRight, ph = kH - kTop - kBottom;
   double max_x = 0, max_y = 0;
@@ -153,10 +165,10 @@ std::string LatencyThroughputSvg(const std::vector<PointResult>& points,
   }
   s += fmt::format(
       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"black\"/>\n"
-      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">throughput (infer/s)</text>\n"
-      "<text transform=\"translate(18 {}) rotate(-90)\" text-anchor=\"middle\">latency (ms)"
-      "</text>\n",
-      kLeft, kTop, pw, ph, kLeft + pw / 2, kH - 12, kTop + ph / 2);
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n"
+      "<text transform=\"translate(18 {}) rotate(-90)\" text-anchor=\"middle\">{}</text>\n",
+      kLeft, kTop, pw, ph, kLeft + pw / 2, kH - 12, XmlEscape(x_label), kTop + ph / 2,
+      XmlEscape(y_label));
   struct Series {
     const char* name;
     const char* color;
@@ -179,7 +191,7 @@ std::string LatencyThroughputSvg(const std::vector<PointResult>& points,
     for (const auto* p : sorted) {
       s += fmt::format(
           "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"><title>{} {} {}: {:.2f} ms at "
-          "{:.1f} infer/s</title></circle>\n",
+          "{:.1f}</title></circle>\n",
           X(p->throughput), Y(Ms(p->latency.*se.field)), se.color,
           p->mode == PointResult::Mode::kConcurrency ? "concurrency" : "rate", Num(p->level),
           se.name, Ms(p->latency.*se.field), p->throughput);

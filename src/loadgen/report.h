@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "loadgen/latency_stats.h"
 
 namespace inferd::loadgen {
@@ -34,7 +35,13 @@ struct PointResult {
 std::string PointsToJson(const std::vector<PointResult>& points);
 std::string PointsToCsv(const std::vector<PointResult>& points);
 // P50 and P99 (ms) against throughput (infer/s), one marker per point, axes with ticks, legend.
-std::string LatencyThroughputSvg(const std::vector<PointResult>& points, const std::string& title);
+// The generation bench plots TTFT against output tokens/s with the same chart (other labels).
+std::string LatencyThroughputSvg(const std::vector<PointResult>& points, const std::string& title,
+                                 const std::string& x_label = "throughput (infer/s)",
+                                 const std::string& y_label = "latency (ms)");
+
+// Writes `text` to `path` (a report: JSON, CSV, SVG); INVALID_ARGUMENT naming the path on failure.
+Status WriteReportFile(const std::string& path, const std::string& text);
 
 // "1, 2, 5 x 10^k" tick step giving about `target` ticks over [0, max].
 double NiceStep(double max, int target);

@@ -266,15 +266,6 @@ void PrintTable(const std::vector<PointResult>& points, std::ostream& out) {
   }
 }
 
-Status WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  if (!f) return InvalidArgument("cannot write '{}': {}", path, std::strerror(errno));
-  f << text;
-  f.close();
-  if (!f) return Internal("writing '{}' failed", path);
-  return Status::Ok();
-}
-
 Status Validate(const ServerBenchOptions& o) {
   if (o.model.empty()) return InvalidArgument("--model is required with --url");
   if (!o.concurrency_range.empty() && !o.request_rate_range.empty()) {
@@ -409,10 +400,10 @@ Status RunServerBench(const ServerBenchOptions& o, std::ostream& out, std::ostre
     PrintTable(points, out);
   }
   client->Shutdown(co.timeout);
-  if (!o.json_path.empty()) RETURN_IF_ERROR(WriteFile(o.json_path, PointsToJson(points)));
-  if (!o.csv_path.empty()) RETURN_IF_ERROR(WriteFile(o.csv_path, PointsToCsv(points)));
+  if (!o.json_path.empty()) RETURN_IF_ERROR(WriteReportFile(o.json_path, PointsToJson(points)));
+  if (!o.csv_path.empty()) RETURN_IF_ERROR(WriteReportFile(o.csv_path, PointsToCsv(points)));
   if (!o.plot_path.empty()) {
-    RETURN_IF_ERROR(WriteFile(
+    RETURN_IF_ERROR(WriteReportFile(
         o.plot_path,
         LatencyThroughputSvg(points, fmt::format("{} at {} (batch {})", o.model, o.url, o.batch))));
   }

@@ -1,5 +1,7 @@
 #include "tools/bench_cli.h"
 
+#include <algorithm>
+#include <iterator>
 #include <string_view>
 
 namespace inferd::tools {
@@ -49,6 +51,22 @@ void AddServerFlags(CLI::App& g, loadgen::ServerBenchOptions* o) {
   g.add_flag("--quiet,-q", o->quiet, "No progress lines on stderr");
 }
 
+void AddGenerationFlags(CLI::App& g, loadgen::GenBenchOptions* o) {
+  g.add_option("--num-prompts", o->num_prompts, "Requests per level (default 100)");
+  g.add_option("--input-len", o->input_len, "Random prompt lengths in tokens, MIN:MAX or N");
+  g.add_option("--output-len", o->output_len, "Output tokens asked per request, MIN:MAX or N");
+  g.add_option("--vocab-size", o->vocab_size, "Random prompt ids are drawn from [3, N)");
+  g.add_option("--dataset", o->dataset,
+               "JSONL prompts: {\"prompt\": TEXT or [ids] [, \"max_tokens\": N]} per line");
+  g.add_option("--burstiness", o->burstiness,
+               "Gamma shape of Poisson arrivals (1 = Poisson, < 1 burstier)");
+  g.add_option("--warmup-requests", o->warmup_requests, "Sent one at a time first, not counted");
+  g.add_option("--slo-ttft-ms", o->slo_ttft_ms, "Goodput: time-to-first-token bound (0 = none)");
+  g.add_option("--slo-tpot-ms", o->slo_tpot_ms, "Goodput: time-per-output-token bound (0 = none)");
+  g.add_option("--endpoint", o->endpoint, "Completions path (default /v1/completions)");
+  g.add_flag("!--no-ignore-eos", o->ignore_eos, "Let EOS end a request early");
+}
+
 // The first flag of `group` given on the command line, or "".
 std::string FirstGiven(const CLI::App& group) {
   for (const CLI::Option* opt : group.get_options()) {
@@ -57,12 +75,49 @@ std::string FirstGiven(const CLI::App& group) {
   return "";
 }
 
+// Generation mode: only the server-mode flags it shares may be given.
+void ResolveGeneration(BenchCliOptions* o, const CLI::App& engine, const CLI::App& server) {
+  if (o->server.url.empty()) throw CLI::ValidationError("--generate needs --url http://HOST:PORT");
+  if (std::string flag = FirstGiven(engine); !flag.empty()) {
+    throw CLI::ValidationError(flag + " is an engine-mode flag, not for --generate");
+  }
+  static const char* const kShared[] = {"--url", "--concurrency-range", "--request-rate-range",
+                                        "--distribution", "--plot", "--timeout-ms", "--quiet"};
+  for (const CLI::Option* opt : server.get_options()) {
+    if (opt->count() == 0) continue;
+    if (std::find(std::begin(kShared), std::end(kShared), opt->get_name()) == std::end(kShared)) {
+      throw CLI::ValidationError(opt->get_name() + " is a KServe server-mode flag, not for --generate");
+    }
+  }
+  if (o->engine.model.empty()) throw CLI::ValidationError("--generate needs --model NAME");
+  loadgen::GenBenchOptions& g = o->gen;
+  g.url = o->server.url;
+  g.model = o->engine.model;
+  g.concurrency_range = o->server.concurrency_range;
+  g.request_rate_range = o->server.request_rate_range;
+  g.distribution = o->server.distribution;
+  g.plot_path = o->server.plot_path;
+  g.json_path = o->server.json_path;
+  g.quiet = o->server.quiet;
+  g.seed = o->engine.seed;
+  if (server.get_option("--timeout-ms")->count() > 0) g.timeout_ms = o->server.timeout_ms;
+}
+
 // Checks the mode after parsing and copies the shared flags into it; throws CLI::ValidationError
 // (exit code 2 in main.cc) on a mixed or incomplete command line.
 void ResolveMode(BenchCliOptions* o, const CLI::App& engine, const CLI::App& server,
-                 const CLI::Option& json) {
+                 const CLI::App& gen, const CLI::Option& json) {
   std::string& model = o->engine.model;
   o->server_mode = !o->server.url.empty();
+  if (o->generate) {
+    if (json.count() > 0 && o->server.json_path.empty()) {
+      throw CLI::ValidationError("--json needs a FILE with --generate");
+    }
+    return ResolveGeneration(o, engine, server);
+  }
+  if (std::string flag = FirstGiven(gen); !flag.empty()) {
+    throw CLI::ValidationError(flag + " is a generation-mode flag: it needs --generate");
+  }
   if (!o->server_mode) {
     // `inferd bench --json MODEL.onnx`: --json (a flag here) took the positional model file.
     if (model.empty() && !o->server.json_path.empty()) model = std::move(o->server.json_path);
@@ -118,11 +173,20 @@ CLI::App* AddBenchSubcommand(CLI::App& app, BenchCliOptions* o) {
   CLI::App* server = cmd->add_option_group(
       "Server mode", "inferd bench --url http://HOST:PORT|grpc://HOST:PORT --model NAME");
   AddServerFlags(*server, &o->server);
-  cmd->callback([o, engine, server, json] { ResolveMode(o, *engine, *server, *json); });
+  cmd->add_flag("--generate", o->generate,
+                "Generation mode: load an OpenAI-compatible /v1/completions server (with --url)");
+  CLI::App* gen = cmd->add_option_group(
+      "Generation mode",
+      "inferd bench --generate --url http://HOST:PORT --model NAME: streamed completions, "
+      "vLLM's serving benchmark");
+  AddGenerationFlags(*gen, &o->gen);
+  cmd->callback(
+      [o, engine, server, gen, json] { ResolveMode(o, *engine, *server, *gen, *json); });
   return cmd;
 }
 
 Status RunBench(const BenchCliOptions& options, std::ostream& out, std::ostream& err) {
+  if (options.generate) return loadgen::RunGenBench(options.gen, out, err);
   if (options.server_mode) return loadgen::RunServerBench(options.server, out, err);
   return BenchCommand(options.engine, out);
 }

@@ -4,6 +4,11 @@
 //                (or `inferd bench MODEL.onnx ...`): the model in-process (bench_command.h).
 //   server mode  inferd bench --url http://HOST:PORT|grpc://HOST:PORT --model NAME ...
 //                a load generator against a KServe v2 server (loadgen/server_bench.h).
+//   generation   inferd bench --generate --url http://HOST:PORT --model NAME ...
+//                streamed OpenAI completions, vLLM's serving benchmark (loadgen/gen_bench.h);
+//                it shares --url, --model, --seed, --json FILE, --concurrency-range,
+//                --request-rate-range, --distribution, --plot, --timeout-ms and --quiet with
+//                server mode and rejects the KServe-only flags.
 //
 // Shared by both: --model (a file in engine mode, a model name in server mode), --batch, --seed,
 // and --json (engine mode: a flag, print one JSON object; server mode: --json FILE). Every other
@@ -17,6 +22,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "loadgen/gen_bench.h"
 #include "loadgen/server_bench.h"
 #include "tools/bench_command.h"
 
@@ -24,8 +30,10 @@ namespace inferd::tools {
 
 struct BenchCliOptions {
   bool server_mode = false;  // --url was given
+  bool generate = false;     // --generate (with --url): the generation benchmark
   BenchOptions engine;
   loadgen::ServerBenchOptions server;
+  loadgen::GenBenchOptions gen;
 };
 
 // Registers `bench` on `app`. Once it is parsed, `options` holds the mode and that mode's flags.

@@ -174,6 +174,19 @@ def main():
     expect_error("zero runs", ["run", good, "--runs", "0"], "--runs", code=2)
     expect_ok("repeated runs on a poisoned arena", ["run", good, "--runs", "3", "--poison-arena"])
     expect_error("unknown flag", ["inspect", good, "--bogus"], code=2)
+    # bench --generate (the generation benchmark): usage errors exit 2, bad values 1.
+    gen = ["bench", "--generate", "--url", "http://127.0.0.1:1", "--model", "m"]
+    expect_error("bench --generate without --url", ["bench", "--generate", "--model", "m"],
+                 "--url", code=2)
+    expect_error("bench --generate with a KServe flag", gen + ["--grpc-channels", "2"],
+                 "--grpc-channels", code=2)
+    expect_error("generation flag without --generate",
+                 ["bench", "--url", "http://127.0.0.1:1", "--model", "m", "--num-prompts", "3"],
+                 "--generate", code=2)
+    expect_error("bench --generate bad length range", gen + ["--output-len", "9:2"],
+                 "--output-len", code=1)
+    expect_error("bench --generate unreachable server", gen + ["--num-prompts", "1"], "warmup",
+                 code=1)
 
     if failures:
         print(f"\n{len(failures)} CLI test(s) failed:")
