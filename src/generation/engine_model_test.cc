@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include "common/mutex.h"
 #include "generation/engine.h"
@@ -111,7 +112,12 @@ class EngineModelTest : public ::testing::TestWithParam<const char*> {};
 TEST_P(EngineModelTest, GreedyMatchesPyTorchConcurrentlySeriallyAndUnderPreemption) {
   const fs::path dir = ModelsDir() / GetParam();
   if (!fs::exists(dir / "model.onnx")) {
-    if (std::getenv("INFERD_GEN_MODELS_REQUIRED")) FAIL() << "missing model " << GetParam();
+    // The ctest `generation_runner_models` builds only the random test models; the trained
+    // tiny-llama (minutes of training, `make gen-models`) is checked whenever it is present.
+    const bool built_by_ctest = std::string_view(GetParam()).starts_with("test-");
+    if (built_by_ctest && std::getenv("INFERD_GEN_MODELS_REQUIRED")) {
+      FAIL() << "missing model " << GetParam();
+    }
     GTEST_SKIP() << GetParam() << " not built (make gen-models) in " << ModelsDir();
   }
   const Reference ref = ReadReference(dir / "reference.json");
