@@ -1,0 +1,160 @@
+#!/usr/bin/python3
+"""Runs Triton's Python client examples, unchanged, against `inferd serve --id triton`.
+
+    /usr/bin/python3 scripts/triton/run_client_examples.py --inferd build/inferd \
+        --client-dir DIR --work-dir build/triton_examples [--only NAME ...]
+
+DIR is a checkout of triton-inference-server/client with its Python library importable from
+DIR/src/python/library (the gRPC stubs generated from triton-inference-server/common's protos;
+see docs/serving.md). The client is NVIDIA's code, so it is not part of this repository: this
+script only runs it. The repository the examples expect is written by write_example_models.py
+and write_sequence_models.py (next to this script); the server runs in explicit model-control
+mode with every model loaded, as the model-control examples need.
+
+Prints one line per example (PASS/FAIL, seconds) and a Markdown table; exits 1 if any failed.
+"""
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# (example file, extra arguments, protocol of -u: "http" or "grpc"). GPU-only examples
+# (cudashm), ensembles and decoupled models are not listed.
+EXAMPLES = [
+    ("simple_http_infer_client.py", [], "http"),
+    ("simple_http_async_infer_client.py", [], "http"),
+    ("simple_http_aio_infer_client.py", [], "http"),
+    ("simple_http_string_infer_client.py", [], "http"),
+    ("simple_http_shm_client.py", [], "http"),
+    ("simple_http_shm_string_client.py", [], "http"),
+    ("simple_http_sequence_sync_infer_client.py", [], "http"),
+    ("simple_http_model_control.py", [], "http"),
+    ("simple_http_health_metadata.py", [], "http"),
+    ("reuse_infer_objects_client.py", ["-i", "http"], "http"),
+    ("memory_growth_test.py", ["-i", "http", "-r", "200"], "http"),
+    ("image_client.py", ["-m", "densenet_onnx", "-c", "3", "-s", "INCEPTION", "{image}"], "http"),
+    ("simple_grpc_infer_client.py", [], "grpc"),
+    ("simple_grpc_async_infer_client.py", [], "grpc"),
+    ("simple_grpc_aio_infer_client.py", [], "grpc"),
+    ("simple_grpc_string_infer_client.py", [], "grpc"),
+    ("simple_grpc_shm_client.py", [], "grpc"),
+    ("simple_grpc_shm_string_client.py", [], "grpc"),
+    ("simple_grpc_sequence_sync_infer_client.py", [], "grpc"),
+    ("simple_grpc_sequence_stream_infer_client.py", [], "grpc"),
+    ("simple_grpc_aio_sequence_stream_infer_client.py", [], "grpc"),
+    ("simple_grpc_model_control.py", [], "grpc"),
+    ("simple_grpc_health_metadata.py", [], "grpc"),
+    ("simple_grpc_keepalive_client.py", [], "grpc"),
+    ("simple_grpc_custom_args_client.py", [], "grpc"),
+    ("grpc_client.py", [], "grpc"),
+    ("grpc_explicit_byte_content_client.py", [], "grpc"),
+    ("grpc_explicit_int_content_client.py", [], "grpc"),
+    ("grpc_explicit_int8_content_client.py", [], "grpc"),
+    ("grpc_image_client.py", ["-m", "densenet_onnx", "-c", "3", "-s", "INCEPTION", "{image}"],
+     "grpc"),
+    ("image_client.py", ["-m", "densenet_onnx", "-c", "3", "-s", "INCEPTION", "-i", "grpc",
+                         "{image}"], "grpc"),
+    ("reuse_infer_objects_client.py", ["-i", "grpc"], "grpc"),
+]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_image(path):
+    """A synthetic 256x256 RGB JPEG (any picture works: the examples print the top classes)."""
+    from PIL import Image
+    img = Image.new("RGB", (256, 256))
+    img.putdata([(x, y, (x + y) // 2) for y in range(256) for x in range(256)])
+    img.save(path, "JPEG")
+
+
+def wait_ready(port, server, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"inferd serve exited with {server.returncode}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/health/ready") as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit("inferd serve did not become ready")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--inferd", required=True)
+    ap.add_argument("--client-dir", required=True)
+    ap.add_argument("--work-dir", required=True)
+    ap.add_argument("--image-model", help="ONNX classifier for densenet_onnx")
+    ap.add_argument("--only", nargs="*", help="run only these example files")
+    args = ap.parse_args()
+    os.makedirs(args.work_dir, exist_ok=True)
+    repo = os.path.join(args.work_dir, "repository")
+    extra = ["--image-model", args.image_model] if args.image_model else []
+    subprocess.check_call([sys.executable, os.path.join(HERE, "write_example_models.py"),
+                           "--out", repo] + extra)
+    seq = os.path.join(HERE, "write_sequence_models.py")
+    if os.path.exists(seq):
+        subprocess.check_call([sys.executable, seq, "--out", repo])
+    image = os.path.join(args.work_dir, "image.jpg")
+    write_image(image)
+
+    http, grpc, metrics = free_port(), free_port(), free_port()
+    log = open(os.path.join(args.work_dir, "server.log"), "w")
+    server = subprocess.Popen(
+        [args.inferd, "serve", "--model-repository", repo, "--id", "triton",
+         "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics),
+         "--model-control-mode", "explicit", "--load-model", "*"],
+        stdout=log, stderr=subprocess.STDOUT)
+    results = []
+    try:
+        wait_ready(http, server)
+        env = dict(os.environ, PYTHONPATH=os.path.join(args.client_dir, "src/python/library"))
+        for name, extra_args, proto in EXAMPLES:
+            if args.only and name not in args.only:
+                continue
+            url = f"localhost:{http if proto == 'http' else grpc}"
+            cmd = [sys.executable, os.path.join(args.client_dir, "src/python/examples", name),
+                   "-u", url] + [a.format(image=image) for a in extra_args]
+            start = time.time()
+            try:
+                p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+                ok, out = p.returncode == 0, p.stdout + p.stderr
+            except subprocess.TimeoutExpired as e:
+                ok, out = False, f"timeout\n{e.stdout or ''}{e.stderr or ''}"
+            secs = time.time() - start
+            label = f"{name} {' '.join(extra_args[:2]) if 'image' not in name else proto}".strip()
+            results.append((label, ok, secs, out))
+            print(f"{'PASS' if ok else 'FAIL'} {label} ({secs:.1f} s)", flush=True)
+            if not ok:
+                tail = "\n".join(out.strip().splitlines()[-6:])
+                print("    " + tail.replace("\n", "\n    "), flush=True)
+            if server.poll() is not None:
+                print(f"inferd serve died (exit {server.returncode})")
+                break
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    print("\n| example | result |\n|---|---|")
+    for label, ok, _, out in results:
+        why = "" if ok else " — " + (out.strip().splitlines() or ["?"])[-1][:120]
+        print(f"| `{label}` | {'pass' if ok else 'FAIL'}{why} |")
+    passed = sum(ok for _, ok, _, _ in results)
+    print(f"\n{passed}/{len(results)} passed")
+    return 0 if passed == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
