@@ -49,6 +49,25 @@ Tensor Detached(Tensor piece, const InferenceRequest& request) {
   return piece;
 }
 
+// The model's output `out` (batch + reshape) in the shape the config's dims give the client
+// (batch + dims); a single -1 in dims takes the remaining elements.
+StatusOr<Tensor> ToConfigDims(const OutputSpec& spec, const Tensor& out, bool batching) {
+  Shape shape = spec.dims;
+  if (batching) shape.insert(shape.begin(), out.rank() > 0 ? out.dim(0) : 0);
+  auto variable = std::find(shape.begin(), shape.end(), -1);
+  if (variable != shape.end()) {
+    int64_t known = 1;
+    for (int64_t d : shape) known *= d == -1 ? 1 : d;
+    *variable = known > 0 && out.NumElements() % known == 0 ? out.NumElements() / known : -1;
+  }
+  auto r = out.Reshaped(shape);
+  if (!r.ok()) {
+    return Internal("output '{}': the model's shape {} cannot be reshaped to the config's dims {}",
+                    spec.name, ShapeToString(out.shape()), ShapeToString(spec.dims));
+  }
+  return r;
+}
+
 }  // namespace
 
 InferenceResponse EmptyResponse(const ModelSignature& sig, const InferenceRequest& r) {
@@ -188,7 +207,14 @@ Status ModelInstance::SplitOutputs(std::span<std::unique_ptr<InferTask>> tasks,
     if (spec.model_index >= results.size()) {
       return Internal("model '{}' produced no output '{}'", signature_.name, spec.name);
     }
-    const Tensor& out = results[spec.model_index];
+    Tensor out = results[spec.model_index];
+    if (spec.reshape) {
+      if (signature_.batching() && (out.rank() < 1 || out.dim(0) != total_rows)) {
+        return Internal("output '{}' has shape {}, expected a batch of {}", spec.name,
+                        ShapeToString(out.shape()), total_rows);
+      }
+      ASSIGN_OR_RETURN(out, ToConfigDims(spec, out, signature_.batching()));
+    }
     std::vector<Tensor> pieces;
     if (signature_.batching()) {
       if (out.rank() < 1 || out.dim(0) != total_rows) {

@@ -24,7 +24,11 @@ Status ReadConfig(const fs::path& dir, bool strict, ModelState* model,
     ASSIGN_OR_RETURN(*config, ParseModelConfig(model->config_text, strict, &warnings));
     for (const auto& w : warnings) spdlog::warn("model '{}': {} (ignored)", model->name, w);
   }
-  return ValidateConfigStandalone(*config);
+  RETURN_IF_ERROR(ValidateConfigStandalone(*config));
+  for (const auto& w : IgnoredConfigFields(*config)) {
+    spdlog::warn("model '{}': config.pbtxt {}", model->name, w);
+  }
+  return Status::Ok();
 }
 
 // Version `v` into `model`: kept from `old` when unchanged, else created; on failure the running

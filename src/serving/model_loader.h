@@ -35,7 +35,7 @@ struct ModelState {
 
 struct ModelLoadOptions {
   std::filesystem::path repository;
-  bool strict_config = false;  // unknown config.pbtxt fields are errors (else warnings)
+  bool strict_config = true;  // unknown config.pbtxt fields are errors (else warnings)
   ModelVersionOptions versions;
 };
 

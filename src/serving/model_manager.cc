@@ -2,12 +2,12 @@
 
 #include <malloc.h>
 
-#include <google/protobuf/util/json_util.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 
 #include "serving/lifecycle.h"
+#include "serving/model_config.h"
 #include "serving/model_loader.h"
 #include "serving/model_version.h"
 #include "serving/repository.h"
@@ -382,13 +382,7 @@ StatusOr<std::shared_ptr<const inference::ModelConfig>> ModelManager::GetConfig(
 StatusOr<std::string> ModelManager::GetConfigJson(const std::string& name,
                                                   int64_t version) const {
   ASSIGN_OR_RETURN(std::shared_ptr<const inference::ModelConfig> c, GetConfig(name, version));
-  google::protobuf::util::JsonPrintOptions o;
-  o.preserve_proto_field_names = true;
-  o.always_print_primitive_fields = true;
-  std::string json;
-  auto s = google::protobuf::util::MessageToJsonString(*c, &json, o);
-  if (!s.ok()) return Internal("config to JSON: {}", s.ToString());
-  return json;
+  return ModelConfigToJson(*c);
 }
 
 std::vector<ModelStatisticsSnapshot> ModelManager::GetStatistics(const std::string& name,

@@ -93,9 +93,9 @@ struct ModelManagerOptions {
   // has no inputs listed) whose every input and output has a symbolic first dim. 0 disables
   // batching for auto-completed models.
   int autocomplete_max_batch_size = 8;
-  // Reject config.pbtxt fields inferd does not know (true), or accept them with a warning (false),
-  // so a full Triton config with fields we ignore still loads.
-  bool strict_config = false;
+  // Reject config.pbtxt fields that are not in Triton's schema (true, as Triton: the error names
+  // the field), or skip them with a warning (false).
+  bool strict_config = true;
   // Server readiness requires every model of the repository to be READY (Triton's
   // --strict-readiness); false: ready once the repository was scanned.
   bool strict_readiness = true;
@@ -193,8 +193,8 @@ class ModelManager {
 
   // NOT_FOUND for unknown model/version.
   StatusOr<ModelMetadata> GetMetadata(const std::string& name, int64_t version = -1) const;
-  // The effective (auto-completed) config, as JSON with Triton's field names (snake_case,
-  // enums as names, int64 as strings as protobuf's JSON mapping does).
+  // The effective (auto-completed) config as Triton's JSON (model_config.h's ModelConfigToJson:
+  // proto field names, enums as names, int64 as numbers).
   StatusOr<std::string> GetConfigJson(const std::string& name, int64_t version = -1) const;
   // The effective config message (for gRPC ModelConfig). Shared, immutable.
   StatusOr<std::shared_ptr<const inference::ModelConfig>> GetConfig(const std::string& name,

@@ -46,10 +46,13 @@ StatusOr<OutputSpec> MakeOutputSpec(const inference::ModelOutput& out,
   spec.name = out.name();
   ASSIGN_OR_RETURN(spec.dtype, FromConfigDataType(out.data_type()));
   spec.dims.assign(out.dims().begin(), out.dims().end());
+  if (out.has_reshape()) {
+    spec.reshape = Shape(out.reshape().shape().begin(), out.reshape().shape().end());
+  }
   for (size_t i = 0; i < model_outputs.size(); ++i) {
     if (model_outputs[i].name != out.name()) continue;
     spec.model_index = i;
-    if (!model_outputs[i].shape) continue;
+    if (!model_outputs[i].shape || spec.reshape) continue;  // a reshaped output follows no input
     for (const Dim& d : *model_outputs[i].shape) spec.follows.push_back(FollowedInputDim(d, inputs));
   }
   return spec;

@@ -30,7 +30,8 @@ struct InputSpec {
 struct OutputSpec {
   std::string name;
   DataType dtype;
-  Shape dims;
+  Shape dims;               // config dims (what the response carries), without the batch dim
+  std::optional<Shape> reshape;  // the model's shape when the config has `reshape`
   size_t model_index = 0;  // position in the session's outputs
   // Per output dim: the (input, dim) it follows under ragged batching, or (-1, -1).
   std::vector<std::pair<int, int>> follows;
