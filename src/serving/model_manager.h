@@ -35,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,7 @@ class LifecycleThread;  // lifecycle.h
 class ModelVersion;  // model_version.h
 struct ModelState;   // model_loader.h
 struct ModelLoadOptions;
+struct LoadOverride;
 
 // How the set of served models changes after start (Triton's --model-control-mode).
 enum class ModelControlMode {
@@ -102,6 +104,16 @@ struct ModelManagerOptions {
   // Time source for queue delays and timeouts, the poll interval, the retire deadline and
   // WaitForIdle; nullptr = the process's RealClock. Must outlive the manager.
   Clock* clock = nullptr;
+};
+
+// The repository API's load parameters (Triton's). `config` replaces config.pbtxt for this load,
+// in Triton's JSON form (model_config.h's ModelConfigFromJson; a partial config is completed from
+// the model as config.pbtxt is). `files` ("file:<path>" parameters, contents already decoded)
+// replace the model's folder: the model loads from these files only, paths relative to the model
+// folder ("1/model.onnx"); they require `config`, as Triton.
+struct LoadParameters {
+  std::optional<std::string> config;
+  std::map<std::string, std::string> files;  // relative path → contents
 };
 
 // KServe v2 model metadata.
@@ -153,6 +165,8 @@ class ModelManager {
   // A failure of some versions while others are ready is reported in Index() and the log only.
   // Loads and unloads are serialized.
   Status LoadModel(const std::string& name) EXCLUDES(load_mu_, mu_);
+  // As above with a repository-API load's parameters (see RequestLoad), run on this thread.
+  Status LoadModel(const std::string& name, const LoadParameters& params) EXCLUDES(load_mu_, mu_);
   // Unloads a model: it stays in Index() as UNAVAILABLE ("unloaded"), new requests get
   // UNAVAILABLE, requests already accepted still complete, then its memory is freed (returns once
   // done or after retire_timeout). NOT_FOUND for a name that is neither loaded nor in the
@@ -165,7 +179,15 @@ class ModelManager {
   // The repository API (HTTP POST /v2/repository/models/M/load|unload, gRPC RepositoryModelLoad/
   // Unload): runs LoadModel/UnloadModel on the manager's lifecycle thread and calls `done` there
   // (or at once with UNAVAILABLE unless the control mode is kExplicit, or while shutting down).
-  void RequestLoad(const std::string& name, std::function<void(Status)> done);
+  // A load request always reloads: every selected version is created anew, even when unchanged
+  // (as Triton; polling keeps unchanged versions). `params` are checked before anything is queued:
+  // an invalid `config` or file path is INVALID_ARGUMENT at once and the model stays as it was; a
+  // config that fails to load leaves the running versions serving (LoadModel's contract).
+  void RequestLoad(const std::string& name, std::function<void(Status)> done) {
+    RequestLoad(name, LoadParameters{}, std::move(done));
+  }
+  void RequestLoad(const std::string& name, LoadParameters params,
+                   std::function<void(Status)> done);
   void RequestUnload(const std::string& name, std::function<void(Status)> done);
 
   // Graceful shutdown, step 1: readiness turns false at once, new requests get UNAVAILABLE
@@ -225,6 +247,9 @@ class ModelManager {
   // Folder fingerprints of the models loaded (not unloaded), by name.
   std::map<std::string, std::string> LoadedFingerprints() const EXCLUDES(mu_);
   Status CheckExplicitMode() const;
+  // Loads with `override` (model_loader.h); LoadModel's contract.
+  Status LoadWith(const std::string& name, const LoadOverride& override)
+      EXCLUDES(load_mu_, mu_);
   ModelLoadOptions LoadOptions() const;
 
   ModelManagerOptions options_;
@@ -241,6 +266,7 @@ class ModelManager {
   CondVar idle_;  // notified when in_flight_ drops to 0 while draining_
   // Repository API operations and polling; stopped first on destruction.
   std::unique_ptr<LifecycleThread> lifecycle_;
+  std::atomic<int64_t> override_dirs_{0};  // names the scratch folders of file overrides
 };
 
 }  // namespace inferd::serving
