@@ -12,6 +12,7 @@
 #include "model_config.pb.h"
 #include "server/grpc_codec.h"
 #include "server/kserve_http.h"
+#include "server/repository_codec.h"
 
 namespace inferd::server {
 namespace {
@@ -285,8 +286,11 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
   ServerUnaryReactor* RepositoryModelLoad(CallbackServerContext* ctx,
                                           const pb::RepositoryModelLoadRequest* req,
                                           pb::RepositoryModelLoadResponse*) override {
+    auto params = DecodeGrpcLoadRequest(*req);
+    if (!params.ok()) return Done(ctx, params.status());
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    manager_->RequestLoad(req->model_name(), [reactor](Status s) { reactor->Finish(ToGrpc(s)); });
+    manager_->RequestLoad(req->model_name(), std::move(params).value(),
+                          [reactor](Status s) { reactor->Finish(ToGrpc(s)); });
     return reactor;
   }
 

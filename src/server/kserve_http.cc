@@ -8,6 +8,7 @@
 
 #include "server/http_codec.h"
 #include "server/metrics.h"
+#include "server/repository_codec.h"
 
 namespace inferd::server {
 namespace {
@@ -235,7 +236,12 @@ void Route(ModelManager* manager, HttpRequest& req, HttpResponder& reply) {
       (parts[4] == "load" || parts[4] == "unload")) {
     if (!post) return method_not_allowed();
     auto done = [reply](Status s) { reply(s.ok() ? Json(200, "{}") : Error(s)); };
-    if (parts[4] == "load") return manager->RequestLoad(std::string(parts[3]), std::move(done));
+    if (parts[4] == "load") {
+      auto params = DecodeHttpLoadRequest(req.body ? std::string_view(*req.body) : "");
+      if (!params.ok()) return reply(Error(params.status()));
+      return manager->RequestLoad(std::string(parts[3]), std::move(params).value(),
+                                  std::move(done));
+    }
     return manager->RequestUnload(std::string(parts[3]), std::move(done));
   }
   if (parts[1] == "models") {
