@@ -8,9 +8,12 @@ namespace inferd::serving {
 namespace {
 
 void Answer(const ModelSignature& sig, ModelStats& stats, InferTask& task, Status s,
-            NamedTensors outputs) {
+            NamedTensors outputs, std::vector<ClassifiedOutput> classified = {}) {
   InferenceResponse response = EmptyResponse(sig, *task.request);
-  if (s.ok()) response.outputs = std::move(outputs);
+  if (s.ok()) {
+    response.outputs = std::move(outputs);
+    response.classified = std::move(classified);
+  }
   stats.AddPending(-1);
   ResponseCallback cb = std::move(task.callback);
   cb(std::move(s), std::move(response));
@@ -76,8 +79,21 @@ InferenceResponse EmptyResponse(const ModelSignature& sig, const InferenceReques
 
 void CompleteTask(const ModelSignature& sig, ModelStats& stats, InferTask& task,
                   NamedTensors outputs) {
+  // Outputs requested with `classification` are answered as their top-k strings instead.
+  std::vector<ClassifiedOutput> classified;
+  for (const auto& [name, k] : task.request->classification) {
+    auto it = std::find_if(outputs.begin(), outputs.end(),
+                           [&](const auto& o) { return o.first == name; });
+    auto spec = std::find_if(sig.outputs.begin(), sig.outputs.end(),
+                             [&](const OutputSpec& s) { return s.name == name; });
+    if (it == outputs.end() || spec == sig.outputs.end()) continue;
+    auto c = Classify(*spec, it->second, sig.batching(), k);
+    if (!c.ok()) return FailTask(sig, stats, task, FailureReason::kInvalidInput, c.status());
+    classified.push_back(std::move(c).value());
+    outputs.erase(it);
+  }
   stats.RecordSuccess(NsBetween(task.enqueued, std::chrono::steady_clock::now()));
-  Answer(sig, stats, task, Status::Ok(), std::move(outputs));
+  Answer(sig, stats, task, Status::Ok(), std::move(outputs), std::move(classified));
 }
 
 void FailTask(const ModelSignature& sig, ModelStats& stats, InferTask& task, FailureReason reason,

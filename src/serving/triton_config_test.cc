@@ -385,5 +385,56 @@ TEST(TritonConfigTest, ReshapeOnInputsAndOutputs) {
   fs::remove_all(repo);
 }
 
+// The classification extension: the top-k of an output as "score:index:label", labels from the
+// output's label_filename.
+TEST(TritonConfigTest, ClassificationUsesTheLabelFile) {
+  const fs::path repo = fs::path(::testing::TempDir()) / "triton_classify_repo";
+  fs::remove_all(repo);
+  WriteDoubleModel(repo / "m" / "1" / "model.onnx");
+  std::ofstream(repo / "m" / "config.pbtxt")
+      << "max_batch_size: 4\n"
+         "output [ { name: \"y\" data_type: TYPE_FP32 dims: [ 4 ] label_filename: \"l.txt\" } ]";
+  std::ofstream(repo / "m" / "l.txt") << "a\nb\r\nc\nd\n";
+  WriteDoubleModel(repo / "nolabels" / "1" / "model.onnx");
+  std::ofstream(repo / "nolabels" / "config.pbtxt")
+      << "max_batch_size: 4\n"
+         "output [ { name: \"y\" data_type: TYPE_FP32 dims: [ 4 ] label_filename: \"gone.txt\" } ]";
+  ModelManagerOptions o;
+  o.repository = repo;
+  o.total_threads = 1;
+  auto manager = std::move(ModelManager::Create(o)).value();
+  ASSERT_TRUE(manager->LoadRepository().ok());
+  EXPECT_FALSE(manager->IsModelReady("nolabels"));  // a missing label file fails the load
+  auto infer = [&](int64_t k, bool request_y) {
+    auto r = std::make_unique<InferenceRequest>();
+    r->model_name = "m";
+    r->inputs.push_back({"x", Tensor::FromVector<float>({1, 4, 2, 3, 4, 1, 3, 2}, {2, 4})});
+    if (request_y) r->requested_outputs = {"y"};
+    r->classification["y"] = k;
+    std::promise<std::pair<Status, InferenceResponse>> p;
+    auto f = p.get_future();
+    manager->Infer(std::move(r), [&p](Status s, InferenceResponse resp) {
+      p.set_value({std::move(s), std::move(resp)});
+    });
+    return f.get();
+  };
+  auto [status, response] = infer(2, true);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_TRUE(response.outputs.empty());
+  ASSERT_EQ(response.classified.size(), 1u);
+  const ClassifiedOutput& c = response.classified[0];
+  EXPECT_EQ(c.name, "y");
+  EXPECT_EQ(c.shape, (Shape{2, 2}));
+  EXPECT_EQ(c.values, (std::vector<std::string>{"8.000000:1:b", "6.000000:3:d", "8.000000:0:a",
+                                                "6.000000:2:c"}));
+  auto all = infer(10, true);  // k is capped at the class count
+  ASSERT_TRUE(all.first.ok());
+  EXPECT_EQ(all.second.classified.at(0).shape, (Shape{2, 4}));
+  EXPECT_EQ(infer(2, false).first.code(), StatusCode::kInvalidArgument);  // y not requested
+  EXPECT_EQ(infer(0, true).first.code(), StatusCode::kInvalidArgument);
+  manager.reset();
+  fs::remove_all(repo);
+}
+
 }  // namespace
 }  // namespace inferd::serving
