@@ -5,6 +5,7 @@
 #include <chrono>
 #include <charconv>
 #include <fstream>
+#include <set>
 
 namespace inferd::server {
 namespace {
@@ -153,7 +154,12 @@ TraceSettings ServerExtensions::GetTrace(const std::string& model) const {
 
 Status ServerExtensions::UpdateTrace(const std::string& model, const TraceSettings& update) {
   for (const auto& [name, values] : update) {
-    if (values.empty() && !model.empty() && trace_.count(name)) continue;  // clear the override
+    static const std::set<std::string> kNames = {"trace_level",   "trace_rate", "trace_count",
+                                                 "log_frequency", "trace_file", "trace_mode"};
+    if (values.empty() && !model.empty()) {  // clears the model's override
+      if (!kNames.count(name)) return InvalidArgument("unknown trace setting '{}'", name);
+      continue;
+    }
     RETURN_IF_ERROR(CheckTraceValue(name, values));
   }
   MutexLock l(&mu_);
