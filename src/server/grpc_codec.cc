@@ -159,6 +159,14 @@ StatusOr<std::unique_ptr<InferenceRequest>> DecodeGrpcInferRequest(
       }
     }
     req->requested_outputs.push_back(out.name());
+    auto c = out.parameters().find("classification");  // classification extension
+    if (c != out.parameters().end()) {
+      if (!c->second.has_int64_param() || c->second.int64_param() < 1) {
+        return InvalidArgument("output '{}': 'classification' must be a positive int64_param",
+                               out.name().substr(0, 128));
+      }
+      req->classification[out.name()] = c->second.int64_param();
+    }
   }
   return req;
 }
@@ -182,6 +190,13 @@ Status EncodeGrpcInferResponse(const serving::InferenceResponse& response,
     for (int64_t d : tensor.shape()) o->add_shape(d);
     out->add_raw_output_contents()->assign(static_cast<const char*>(tensor.raw_data()),
                                            tensor.ByteSize());
+  }
+  for (const serving::ClassifiedOutput& c : response.classified) {  // BYTES, length-prefixed
+    auto* o = out->add_outputs();
+    o->set_name(c.name);
+    o->set_datatype("BYTES");
+    for (int64_t d : c.shape) o->add_shape(d);
+    *out->add_raw_output_contents() = serving::SerializeBytesElements(c.values);
   }
   return Status::Ok();
 }

@@ -12,6 +12,7 @@
 #include "model_config.pb.h"
 #include "server/grpc_codec.h"
 #include "server/kserve_http.h"
+#include "server/repository_codec.h"
 
 namespace inferd::server {
 namespace {
@@ -146,7 +147,7 @@ class StreamReactor : public grpc::ServerBidiReactor<pb::ModelInferRequest, pb::
 
 class Service final : public pb::GRPCInferenceService::CallbackService {
  public:
-  explicit Service(ModelManager* manager) : manager_(manager) {}
+  Service(ModelManager* manager, ServerExtensions* ext) : manager_(manager), ext_(ext) {}
 
   ServerUnaryReactor* ServerLive(CallbackServerContext* ctx, const pb::ServerLiveRequest*,
                                  pb::ServerLiveResponse* res) override {
@@ -170,12 +171,9 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
 
   ServerUnaryReactor* ServerMetadata(CallbackServerContext* ctx, const pb::ServerMetadataRequest*,
                                      pb::ServerMetadataResponse* res) override {
-    res->set_name(kServerName);
+    res->set_name(ext_->id());
     res->set_version(kServerVersion);
-    for (const char* e : {"binary_tensor_data", "statistics", "model_configuration",
-                          "model_repository"}) {
-      res->add_extensions(e);
-    }
+    for (const char* e : ServerExtensions::Names()) res->add_extensions(e);
     return Done(ctx, Status::Ok());
   }
 
@@ -211,11 +209,13 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     auto decoded = DecodeGrpcInferRequest(*req, nullptr);
     if (!decoded.ok()) return Done(ctx, decoded.status());
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    manager_->Infer(std::move(*decoded),
-                    [reactor, res](Status s, serving::InferenceResponse resp) {
-                      if (s.ok()) s = EncodeGrpcInferResponse(resp, res);
-                      reactor->Finish(ToGrpc(s));
-                    });
+    std::optional<TraceHandle> trace = ext_->StartTrace(req->model_name());
+    manager_->Infer(std::move(*decoded), [reactor, res, trace, ext = ext_](
+                                             Status s, serving::InferenceResponse resp) {
+      if (s.ok()) s = EncodeGrpcInferResponse(resp, res);
+      if (trace) ext->FinishTrace(*trace, resp.model_version);
+      reactor->Finish(ToGrpc(s));
+    });
     return reactor;
   }
 
@@ -241,7 +241,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     if (!version.ok()) return Done(ctx, version.status());
     auto stats = manager_->GetStatistics(req->name(), *version);
     if (!req->name().empty() && stats.empty()) {
-      return Done(ctx, NotFound("no statistics for model '{}'", req->name()));
+      return Done(ctx, NotFound("Request for unknown model: '{}' is not found", req->name()));
     }
     for (const auto& s : stats) {
       auto* m = res->add_model_stats();
@@ -257,6 +257,8 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
       FillDuration(s.compute_input, is->mutable_compute_input());
       FillDuration(s.compute_infer, is->mutable_compute_infer());
       FillDuration(s.compute_output, is->mutable_compute_output());
+      is->mutable_cache_hit();
+      is->mutable_cache_miss();
       for (const auto& b : s.batch_stats) {
         auto* bs = m->add_batch_stats();
         bs->set_batch_size(static_cast<uint64_t>(b.batch_size));
@@ -285,8 +287,11 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
   ServerUnaryReactor* RepositoryModelLoad(CallbackServerContext* ctx,
                                           const pb::RepositoryModelLoadRequest* req,
                                           pb::RepositoryModelLoadResponse*) override {
+    auto params = DecodeGrpcLoadRequest(*req);
+    if (!params.ok()) return Done(ctx, params.status());
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    manager_->RequestLoad(req->model_name(), [reactor](Status s) { reactor->Finish(ToGrpc(s)); });
+    manager_->RequestLoad(req->model_name(), std::move(params).value(),
+                          [reactor](Status s) { reactor->Finish(ToGrpc(s)); });
     return reactor;
   }
 
@@ -299,8 +304,47 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     return reactor;
   }
 
+ ServerUnaryReactor* TraceSetting(CallbackServerContext* ctx, const pb::TraceSettingRequest* req,
+                                   pb::TraceSettingResponse* res) override {
+    TraceSettings update;
+    for (const auto& [name, value] : req->settings()) {
+      update[name].assign(value.value().begin(), value.value().end());
+    }
+    if (!update.empty()) {
+      if (Status s = ext_->UpdateTrace(req->model_name(), update); !s.ok()) return Done(ctx, s);
+    }
+    for (const auto& [name, values] : ext_->GetTrace(req->model_name())) {
+      auto& out = (*res->mutable_settings())[name];
+      for (const auto& v : values) out.add_value(v);
+    }
+    return Done(ctx, Status::Ok());
+  }
+
+  ServerUnaryReactor* LogSettings(CallbackServerContext* ctx, const pb::LogSettingsRequest* req,
+                                  pb::LogSettingsResponse* res) override {
+    server::LogSettings update;
+    for (const auto& [name, value] : req->settings()) {
+      using V = pb::LogSettingsRequest::SettingValue;
+      switch (value.parameter_choice_case()) {
+        case V::kBoolParam: update[name] = value.bool_param(); break;
+        case V::kUint32Param: update[name] = value.uint32_param(); break;
+        case V::kStringParam: update[name] = value.string_param(); break;
+        default: return Done(ctx, InvalidArgument("log setting '{}' has no value", name));
+      }
+    }
+    if (Status s = ext_->UpdateLog(update); !s.ok()) return Done(ctx, s);
+    for (const auto& [name, value] : ext_->GetLog()) {
+      auto& out = (*res->mutable_settings())[name];
+      if (const bool* b = std::get_if<bool>(&value)) out.set_bool_param(*b);
+      else if (const uint32_t* u = std::get_if<uint32_t>(&value)) out.set_uint32_param(*u);
+      else out.set_string_param(std::get<std::string>(value));
+    }
+    return Done(ctx, Status::Ok());
+  }
+
  private:
   ModelManager* manager_;
+  ServerExtensions* ext_;
 };
 
 }  // namespace
@@ -317,13 +361,16 @@ GrpcServer::~GrpcServer() { Stop(); }
 uint16_t GrpcServer::port() const { return static_cast<uint16_t>(impl_->port); }
 
 StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(const GrpcServerOptions& options,
-                                                        ModelManager* manager) {
+                                                        ModelManager* manager,
+                                                        ServerExtensions* extensions) {
+  static ServerExtensions defaults;
   // Debian's Abseil is built without NDEBUG, so absl::Mutex keeps its deadlock detector on: every
   // lock updates a global lock-order graph (GraphCycles), a visible share of gRPC's per-call cost.
   // It is a debugging aid; the server turns it off (process-wide; gRPC is its only user here).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   auto impl = std::make_unique<Impl>();
-  impl->service = std::make_unique<Service>(manager);
+  impl->service =
+      std::make_unique<Service>(manager, extensions != nullptr ? extensions : &defaults);
   grpc::ServerBuilder builder;
   std::string host = options.host;
   if (host.find(':') != std::string::npos) host = "[" + host + "]";  // IPv6 literal

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "server/server_extensions.h"
 #include "serving/model_manager.h"
 
 namespace inferd::server {
@@ -31,8 +32,11 @@ struct GrpcServerOptions {
 class GrpcServer {
  public:
   // `manager` must outlive the server. UNAVAILABLE if the port cannot be bound.
+  // `extensions` (identity, trace and log settings, shared with the HTTP frontend) must outlive
+  // the server; nullptr: defaults.
   static StatusOr<std::unique_ptr<GrpcServer>> Start(const GrpcServerOptions& options,
-                                                     serving::ModelManager* manager);
+                                                     serving::ModelManager* manager,
+                                                     ServerExtensions* extensions = nullptr);
   // Stops accepting calls and cancels those in flight (waits at most a second for them).
   // Idempotent; the destructor calls it.
   void Stop();

@@ -328,6 +328,12 @@ StatusOr<DecodedHttpRequest> DecodeHttpInferRequest(std::string model_name, int6
           ASSIGN_OR_RETURN(bool binary, GetBool(*b, where + ": 'binary_data'"));
           out.output_options.binary[name] = binary;
         }
+        if (const rapidjson::Value* c = Member(*p, "classification")) {  // classification ext.
+          if (!c->IsInt64() || c->GetInt64() < 1) {
+            return InvalidArgument("{}: 'classification' must be a positive integer", where);
+          }
+          req.classification[name] = c->GetInt64();
+        }
       }
       for (const auto& prev : req.requested_outputs) {
         if (prev == name) return InvalidArgument("{}: requested more than once", where);
@@ -418,6 +424,34 @@ StatusOr<EncodedHttpResponse> EncodeHttpInferResponse(const InferenceResponse& r
     }
     w.EndObject();
   }
+  // Classification results: BYTES, JSON strings or the binary extension's length-prefixed
+  // elements, after the tensors.
+  std::vector<std::string> classified_binary;
+  for (const serving::ClassifiedOutput& c : response.classified) {
+    w.StartObject();
+    w.Key("name");
+    w.String(c.name.data(), static_cast<rapidjson::SizeType>(c.name.size()));
+    w.Key("datatype");
+    w.String("BYTES");
+    w.Key("shape");
+    w.StartArray();
+    for (int64_t d : c.shape) w.Int64(d);
+    w.EndArray();
+    if (options.IsBinary(c.name)) {
+      classified_binary.push_back(serving::SerializeBytesElements(c.values));
+      w.Key("parameters");
+      w.StartObject();
+      w.Key("binary_data_size");
+      w.Uint64(classified_binary.back().size());
+      w.EndObject();
+    } else {
+      w.Key("data");
+      w.StartArray();
+      for (const auto& v : c.values) w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
+      w.EndArray();
+    }
+    w.EndObject();
+  }
   w.EndArray();
   w.EndObject();
 
@@ -425,11 +459,13 @@ StatusOr<EncodedHttpResponse> EncodeHttpInferResponse(const InferenceResponse& r
   out.json_length = sb.GetSize();
   size_t total = out.json_length;
   for (const Tensor* t : binary) total += t->ByteSize();
+  for (const auto& b : classified_binary) total += b.size();
   out.body.reserve(total);
   out.body.append(sb.GetString(), sb.GetSize());
   for (const Tensor* t : binary) {
     out.body.append(static_cast<const char*>(t->raw_data()), t->ByteSize());
   }
+  for (const auto& b : classified_binary) out.body.append(b);
   return out;
 }
 

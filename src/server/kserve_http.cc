@@ -3,11 +3,13 @@
 #include <string_view>
 #include <vector>
 
+#include <rapidjson/document.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
 #include "server/http_codec.h"
 #include "server/metrics.h"
+#include "server/repository_codec.h"
 
 namespace inferd::server {
 namespace {
@@ -104,6 +106,11 @@ std::string StatsJson(const std::vector<serving::ModelStatisticsSnapshot>& stats
     Duration(w, "compute_input", s.compute_input);
     Duration(w, "compute_infer", s.compute_infer);
     Duration(w, "compute_output", s.compute_output);
+    Duration(w, "cache_hit", {});  // Triton's schema; inferd has no response cache
+    Duration(w, "cache_miss", {});
+    w.EndObject();
+    w.Key("response_stats");  // decoupled models only (not supported)
+    w.StartObject();
     w.EndObject();
     w.Key("batch_stats");
     w.StartArray();
@@ -116,6 +123,9 @@ std::string StatsJson(const std::vector<serving::ModelStatisticsSnapshot>& stats
       Duration(w, "compute_output", b.compute_output);
       w.EndObject();
     }
+    w.EndArray();
+    w.Key("memory_usage");
+    w.StartArray();
     w.EndArray();
     w.EndObject();
   }
@@ -148,27 +158,119 @@ std::string IndexJson(const std::vector<serving::ModelIndexEntry>& index) {
   return sb.GetString();
 }
 
-std::string ServerMetadataJson() {
+std::string ServerMetadataJson(const ServerExtensions& ext) {
   rapidjson::StringBuffer sb;
   Writer w(sb);
   w.StartObject();
   w.Key("name");
-  w.String(kServerName);
+  Str(w, ext.id());
   w.Key("version");
   w.String(kServerVersion);
   w.Key("extensions");
   w.StartArray();
-  for (const char* e : {"binary_tensor_data", "statistics", "model_configuration",
-                        "model_repository"}) {
-    w.String(e);
-  }
+  for (const char* e : ServerExtensions::Names()) w.String(e);
   w.EndArray();
   w.EndObject();
   return sb.GetString();
 }
 
-void Infer(ModelManager* manager, HttpRequest& req, std::string model, int64_t version,
+std::string LogJson(const LogSettings& settings) {
+  rapidjson::StringBuffer sb;
+  Writer w(sb);
+  w.StartObject();
+  for (const auto& [name, value] : settings) {
+    Str(w, name);
+    if (const bool* b = std::get_if<bool>(&value)) w.Bool(*b);
+    else if (const uint32_t* u = std::get_if<uint32_t>(&value)) w.Uint(*u);
+    else Str(w, std::get<std::string>(value));
+  }
+  w.EndObject();
+  return sb.GetString();
+}
+
+// Triton's form: trace_level is a list, every other setting a string.
+std::string TraceJson(const TraceSettings& settings) {
+  rapidjson::StringBuffer sb;
+  Writer w(sb);
+  w.StartObject();
+  for (const auto& [name, values] : settings) {
+    Str(w, name);
+    if (name == "trace_level") {
+      w.StartArray();
+      for (const auto& v : values) Str(w, v);
+      w.EndArray();
+    } else {
+      Str(w, values.empty() ? "" : values[0]);
+    }
+  }
+  w.EndObject();
+  return sb.GetString();
+}
+
+Status ParseObject(const HttpRequest& req, rapidjson::Document* doc) {
+  const std::string_view body = req.body ? std::string_view(*req.body) : "";
+  doc->Parse(body.data(), body.size());
+  if (doc->HasParseError() || !doc->IsObject()) {
+    return InvalidArgument("the request body must be a JSON object");
+  }
+  return Status::Ok();
+}
+
+void Logging(ServerExtensions& ext, HttpRequest& req, HttpResponder& reply) {
+  if (req.method == "POST") {
+    rapidjson::Document doc;
+    if (Status s = ParseObject(req, &doc); !s.ok()) return reply(Error(s));
+    LogSettings update;
+    for (const auto& m : doc.GetObject()) {
+      std::string name(m.name.GetString(), m.name.GetStringLength());
+      if (m.value.IsBool()) update[name] = m.value.GetBool();
+      else if (m.value.IsUint()) update[name] = static_cast<uint32_t>(m.value.GetUint());
+      else if (m.value.IsString()) update[name] = std::string(m.value.GetString());
+      else return reply(Error(InvalidArgument("log setting '{}' has the wrong type", name)));
+    }
+    if (Status s = ext.UpdateLog(update); !s.ok()) return reply(Error(s));
+  }
+  reply(Json(200, LogJson(ext.GetLog())));
+}
+
+void Trace(ServerExtensions& ext, const std::string& model, HttpRequest& req,
            HttpResponder& reply) {
+  if (req.method == "POST") {
+    rapidjson::Document doc;
+    if (Status s = ParseObject(req, &doc); !s.ok()) return reply(Error(s));
+    TraceSettings update;
+    for (const auto& m : doc.GetObject()) {
+      std::string name(m.name.GetString(), m.name.GetStringLength());
+      auto& values = update[name];  // null: cleared (back to the global setting)
+      if (m.value.IsString()) {
+        values.push_back(m.value.GetString());
+      } else if (m.value.IsArray()) {
+        for (const auto& v : m.value.GetArray()) {
+          if (!v.IsString()) {
+            return reply(Error(InvalidArgument("trace setting '{}' must be strings", name)));
+          }
+          values.push_back(v.GetString());
+        }
+      } else if (!m.value.IsNull()) {
+        return reply(Error(InvalidArgument("trace setting '{}' must be a string, a list of "
+                                           "strings or null",
+                                           name)));
+      }
+    }
+    if (Status s = ext.UpdateTrace(model, update); !s.ok()) return reply(Error(s));
+  }
+  reply(Json(200, TraceJson(ext.GetTrace(model))));
+}
+
+void Infer(ModelManager* manager, ServerExtensions& ext, HttpRequest& req, std::string model,
+           int64_t version, HttpResponder& reply) {
+  if (auto trace = ext.StartTrace(model)) {
+    HttpResponder traced = [inner = std::move(reply), trace = *trace, &ext, version](HttpReply r) {
+      ext.FinishTrace(trace, version);
+      inner(std::move(r));
+    };
+    reply = std::move(traced);
+  }
   std::optional<size_t> header_length;
   if (const std::string* h = req.Header("inference-header-content-length")) {
     auto parsed = ParseModelVersion(*h);  // same grammar: a positive decimal integer
@@ -207,7 +309,7 @@ void Infer(ModelManager* manager, HttpRequest& req, std::string model, int64_t v
   });
 }
 
-void Route(ModelManager* manager, HttpRequest& req, HttpResponder& reply) {
+void Route(ModelManager* manager, ServerExtensions& ext, HttpRequest& req, HttpResponder& reply) {
   const auto parts = SplitPath(req.path);
   const bool get = req.method == "GET";
   const bool post = req.method == "POST";
@@ -219,7 +321,13 @@ void Route(ModelManager* manager, HttpRequest& req, HttpResponder& reply) {
   }
   if (parts.size() == 1) {
     if (!get) return method_not_allowed();
-    return reply(Json(200, ServerMetadataJson()));
+    return reply(Json(200, ServerMetadataJson(ext)));
+  }
+  if ((parts.size() == 2 && parts[1] == "logging") ||
+      (parts.size() == 3 && parts[1] == "trace" && parts[2] == "setting")) {
+    if (!get && !post) return method_not_allowed();
+    if (parts[1] == "logging") return Logging(ext, req, reply);
+    return Trace(ext, "", req, reply);
   }
   if (parts[1] == "health" && parts.size() == 3 && (parts[2] == "live" || parts[2] == "ready")) {
     if (!get) return method_not_allowed();
@@ -235,7 +343,12 @@ void Route(ModelManager* manager, HttpRequest& req, HttpResponder& reply) {
       (parts[4] == "load" || parts[4] == "unload")) {
     if (!post) return method_not_allowed();
     auto done = [reply](Status s) { reply(s.ok() ? Json(200, "{}") : Error(s)); };
-    if (parts[4] == "load") return manager->RequestLoad(std::string(parts[3]), std::move(done));
+    if (parts[4] == "load") {
+      auto params = DecodeHttpLoadRequest(req.body ? std::string_view(*req.body) : "");
+      if (!params.ok()) return reply(Error(params.status()));
+      return manager->RequestLoad(std::string(parts[3]), std::move(params).value(),
+                                  std::move(done));
+    }
     return manager->RequestUnload(std::string(parts[3]), std::move(done));
   }
   if (parts[1] == "models") {
@@ -264,7 +377,7 @@ void Route(ModelManager* manager, HttpRequest& req, HttpResponder& reply) {
         std::string_view action = parts[next];
         if (action == "infer") {
           if (!post) return method_not_allowed();
-          return Infer(manager, req, std::move(model), version, reply);
+          return Infer(manager, ext, req, std::move(model), version, reply);
         }
         if (action == "ready") {
           if (!get) return method_not_allowed();
@@ -285,11 +398,15 @@ void Route(ModelManager* manager, HttpRequest& req, HttpResponder& reply) {
           if (!get) return method_not_allowed();
           auto stats = manager->GetStatistics(model, version);
           if (stats.empty()) {
-            return reply(Error(NotFound("no statistics for model '{}'{}", model,
+            return reply(Error(NotFound("Request for unknown model: '{}'{} is not found", model,
                                         version > 0 ? fmt::format(" version {}", version) : "")));
           }
           return reply(Json(200, StatsJson(stats)));
         }
+      }
+      if (parts.size() == next + 2 && parts[next] == "trace" && parts[next + 1] == "setting") {
+        if (!get && !post) return method_not_allowed();
+        return Trace(ext, model, req, reply);
       }
     }
   }
@@ -298,8 +415,10 @@ void Route(ModelManager* manager, HttpRequest& req, HttpResponder& reply) {
 
 }  // namespace
 
-HttpHandler MakeKServeHttpHandler(ModelManager* manager) {
-  return [manager](HttpRequest req, HttpResponder reply) { Route(manager, req, reply); };
+HttpHandler MakeKServeHttpHandler(ModelManager* manager, ServerExtensions* extensions) {
+  static ServerExtensions defaults;
+  ServerExtensions* ext = extensions != nullptr ? extensions : &defaults;
+  return [manager, ext](HttpRequest req, HttpResponder reply) { Route(manager, *ext, req, reply); };
 }
 
 HttpHandler MakeMetricsHttpHandler(ModelManager* manager) {

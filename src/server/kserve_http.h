@@ -8,21 +8,27 @@
 //   GET  /v2/models[/M[/versions/V]]/stats             Triton statistics JSON
 //   POST /v2/models/M[/versions/V]/infer               inference (JSON and binary extension)
 //   POST /v2/repository/index                          repository index (Triton extension)
+//   POST /v2/repository/models/M/load | unload         load (with `config`, `file:` parameters:
+//                                                      repository_codec.h) or unload
+//   GET|POST /v2/logging                               logging extension (server_extensions.h)
+//   GET|POST /v2/trace/setting, /v2/models/M/trace/setting   trace extension
 // Errors are {"error": "..."} with HttpStatusFor's codes; unknown paths 404, wrong method 405.
 #pragma once
 
 #include <string>
 
 #include "server/http_server.h"
+#include "server/server_extensions.h"
 #include "serving/model_manager.h"
 
 namespace inferd::server {
 
-inline constexpr const char* kServerName = "inferd";
 inline constexpr const char* kServerVersion = "0.1.0";
 
-// `manager` must outlive every request the handler receives (stop the server first).
-HttpHandler MakeKServeHttpHandler(serving::ModelManager* manager);
+// `manager` and `extensions` must outlive every request the handler receives (stop the server
+// first). `extensions` nullptr: defaults (server name "inferd"), shared by such handlers.
+HttpHandler MakeKServeHttpHandler(serving::ModelManager* manager,
+                                  ServerExtensions* extensions = nullptr);
 
 // GET /metrics: Prometheus text (metrics.h); anything else 404.
 HttpHandler MakeMetricsHttpHandler(serving::ModelManager* manager);

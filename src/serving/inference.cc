@@ -32,4 +32,14 @@ const char* KServeName(DataType t) {
   return "";
 }
 
+std::string SerializeBytesElements(const std::vector<std::string>& values) {
+  std::string out;
+  for (const auto& v : values) {
+    const auto n = static_cast<uint32_t>(v.size());
+    for (int b = 0; b < 4; ++b) out.push_back(static_cast<char>((n >> (8 * b)) & 0xff));
+    out += v;
+  }
+  return out;
+}
+
 }  // namespace inferd::serving

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -38,7 +39,19 @@ struct InferenceRequest {
   // Queue timeout; 0 = the model's default (the queue policy's default_timeout_microseconds).
   // Only honoured when the policy has allow_timeout_override.
   std::chrono::microseconds timeout{0};
+  // Classification extension: requested output → class count (top-k), from the output's
+  // `classification` parameter. Such an output is answered by `InferenceResponse::classified`.
+  std::map<std::string, int64_t> classification;
   std::shared_ptr<const void> body;  // keeps memory viewed by `inputs` alive
+};
+
+// One classified output (Triton's classification extension): a BYTES tensor of shape
+// [batch, k] (or [k] without batching) whose elements are "score:index[:label]", best first.
+// Carried as strings until the engine has a string tensor type; the codecs encode it as BYTES.
+struct ClassifiedOutput {
+  std::string name;
+  Shape shape;
+  std::vector<std::string> values;  // row-major
 };
 
 struct InferenceResponse {
@@ -47,6 +60,7 @@ struct InferenceResponse {
   std::string id;
   // Owned tensors (never views into the request), in requested order.
   std::vector<std::pair<std::string, Tensor>> outputs;
+  std::vector<ClassifiedOutput> classified;  // outputs requested with `classification`
 };
 
 // Called exactly once per request, from any thread (a worker thread, or the caller's thread for
@@ -55,6 +69,9 @@ struct InferenceResponse {
 // UNAVAILABLE (model not ready, queue full, queue timeout expired — as Triton, which answers 503 —
 // or server shutting down), INTERNAL (engine failure).
 using ResponseCallback = std::function<void(Status, InferenceResponse)>;
+
+// KServe's BYTES wire form: each element as a 4-byte little-endian length, then its bytes.
+std::string SerializeBytesElements(const std::vector<std::string>& values);
 
 // KServe/Triton datatype names: "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16",
 // "INT32", "INT64", "FP16", "BF16", "FP32", "FP64". "BYTES" (strings) is not supported and returns

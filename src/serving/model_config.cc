@@ -2,8 +2,13 @@
 
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
+#include <google/protobuf/util/json_util.h>
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 
 namespace inferd::serving {
@@ -170,7 +175,9 @@ Status ValidateConfigStandalone(const ModelConfig& config) {
   }
   static const std::set<std::string> kBackends = {"", "onnxruntime", "onnx", "inferd"};
   if (!kBackends.count(config.backend())) {
-    return InvalidArgument("backend '{}' is not supported (use 'onnxruntime')", config.backend());
+    return InvalidArgument("backend '{}' is not supported: inferd serves ONNX models only (use "
+                           "backend 'onnxruntime')",
+                           config.backend());
   }
   if (config.max_batch_size() < 0) {
     return InvalidArgument("max_batch_size must be >= 0, got {}", config.max_batch_size());
@@ -185,11 +192,6 @@ Status ValidateConfigStandalone(const ModelConfig& config) {
     return InvalidArgument("inferd.threads_per_instance must be >= 0");
   }
   for (const auto& g : config.instance_group()) {
-    if (g.kind() == inference::ModelInstanceGroup::KIND_GPU || g.gpus_size() > 0) {
-      return InvalidArgument("instance_group '{}': GPU instances are not supported (use "
-                             "KIND_CPU)",
-                             g.name());
-    }
     if (g.count() < 0) return InvalidArgument("instance_group count must be >= 0");
   }
   if (config.has_dynamic_batching()) {
@@ -239,7 +241,179 @@ Status ValidateConfigStandalone(const ModelConfig& config) {
                              w.name(), w.batch_size());
     }
   }
+  return CheckImplemented(config);
+}
+
+namespace {
+
+Status NotImplemented(std::string_view field, std::string_view what) {
+  return InvalidArgument("{}: {} not supported by inferd", field, what);
+}
+
+Status CheckTensorsImplemented(const ModelConfig& c) {
+  for (const auto& in : c.input()) {
+    const std::string f = fmt::format("input '{}'", in.name());
+    if (in.is_shape_tensor()) return NotImplemented(f + " is_shape_tensor", "shape tensors are");
+    if (in.optional()) return NotImplemented(f + " optional", "optional inputs are");
+    if (in.is_non_linear_format_io()) {
+      return NotImplemented(f + " is_non_linear_format_io", "non-linear formats are");
+    }
+  }
+  for (const auto& out : c.output()) {
+    const std::string f = fmt::format("output '{}'", out.name());
+    if (out.is_shape_tensor()) return NotImplemented(f + " is_shape_tensor", "shape tensors are");
+    if (out.is_non_linear_format_io()) {
+      return NotImplemented(f + " is_non_linear_format_io", "non-linear formats are");
+    }
+  }
+  if (c.batch_input_size() > 0) return NotImplemented("batch_input", "batch inputs are");
+  if (c.batch_output_size() > 0) return NotImplemented("batch_output", "batch outputs are");
   return Status::Ok();
+}
+
+Status CheckInstancesImplemented(const ModelConfig& c) {
+  for (const auto& g : c.instance_group()) {
+    const std::string f = fmt::format("instance_group '{}'", g.name());
+    if (g.kind() == inference::ModelInstanceGroup::KIND_GPU || g.gpus_size() > 0) {
+      return NotImplemented(f + " kind KIND_GPU/gpus", "GPU instances are (use KIND_CPU)");
+    }
+    if (g.secondary_devices_size() > 0) {
+      return NotImplemented(f + " secondary_devices", "secondary devices are");
+    }
+    if (g.passive()) return NotImplemented(f + " passive", "passive instances are");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckImplemented(const ModelConfig& c) {
+  if (!c.runtime().empty()) {
+    return NotImplemented(fmt::format("runtime '{}'", c.runtime()), "backend runtimes are");
+  }
+  RETURN_IF_ERROR(CheckTensorsImplemented(c));
+  RETURN_IF_ERROR(CheckInstancesImplemented(c));
+  if (c.has_ensemble_scheduling()) return NotImplemented("ensemble_scheduling", "ensembles are");
+  if (c.model_operations().op_library_filename_size() > 0) {
+    return NotImplemented("model_operations.op_library_filename", "custom operation libraries are");
+  }
+  if (c.model_transaction_policy().decoupled()) {
+    return NotImplemented("model_transaction_policy.decoupled", "decoupled models are");
+  }
+  if (c.model_repository_agents().agents_size() > 0) {
+    return NotImplemented("model_repository_agents", "repository agents are");
+  }
+  if (c.has_sequence_batching()) {
+    return Unimplemented("sequence_batching: the sequence batcher is not implemented yet (the "
+                         "config parses; stateful models cannot be served yet)");
+  }
+  return Status::Ok();
+}
+
+std::vector<std::string> IgnoredConfigFields(const ModelConfig& c) {
+  std::vector<std::string> out;
+  auto note = [&out](bool set, std::string field) {
+    if (set) out.push_back(std::move(field) + " is ignored (no effect on a CPU server)");
+  };
+  const auto& o = c.optimization();
+  note(o.priority() != inference::ModelOptimizationPolicy::PRIORITY_DEFAULT,
+       "optimization.priority");
+  note(o.has_cuda(), "optimization.cuda");
+  note(o.execution_accelerators().gpu_execution_accelerator_size() > 0 ||
+           o.execution_accelerators().cpu_execution_accelerator_size() > 0,
+       "optimization.execution_accelerators");
+  note(o.has_input_pinned_memory(), "optimization.input_pinned_memory");
+  note(o.has_output_pinned_memory(), "optimization.output_pinned_memory");
+  note(o.gather_kernel_buffer_threshold() != 0, "optimization.gather_kernel_buffer_threshold");
+  note(o.eager_batching(), "optimization.eager_batching");
+  for (const auto& g : c.instance_group()) {
+    note(g.has_rate_limiter(), fmt::format("instance_group '{}' rate_limiter", g.name()));
+    note(g.profile_size() > 0, fmt::format("instance_group '{}' profile", g.name()));
+    note(!g.host_policy().empty(), fmt::format("instance_group '{}' host_policy", g.name()));
+  }
+  note(c.cc_model_filenames_size() > 0, "cc_model_filenames");
+  note(c.metric_tags_size() > 0, "metric_tags");
+  note(c.response_cache().enable(), "response_cache.enable (responses are not cached)");
+  note(c.model_metrics().metric_control_size() > 0, "model_metrics");
+  for (const auto& [key, value] : c.parameters()) {
+    note(true, fmt::format("parameters '{}' (a backend parameter inferd does not use)", key));
+  }
+  return out;
+}
+
+namespace {
+
+// Turns protobuf's JSON strings for int64/uint64 fields of `d` (message type `desc`) into numbers,
+// recursively.
+void FixInt64(const google::protobuf::Descriptor& desc, rapidjson::Value* obj,
+              rapidjson::Document::AllocatorType& alloc) {
+  using FD = google::protobuf::FieldDescriptor;
+  if (!obj->IsObject()) return;
+  auto fix_scalar = [](const FD& f, rapidjson::Value* v) {
+    if (!v->IsString()) return;
+    if (f.cpp_type() == FD::CPPTYPE_INT64) {
+      v->SetInt64(std::strtoll(v->GetString(), nullptr, 10));
+    } else {
+      v->SetUint64(std::strtoull(v->GetString(), nullptr, 10));
+    }
+  };
+  for (int i = 0; i < desc.field_count(); ++i) {
+    const FD& f = *desc.field(i);
+    auto m = obj->FindMember(f.name().c_str());
+    if (m == obj->MemberEnd()) continue;
+    rapidjson::Value& v = m->value;
+    const bool is64 = f.cpp_type() == FD::CPPTYPE_INT64 || f.cpp_type() == FD::CPPTYPE_UINT64;
+    if (f.is_map()) {
+      const FD& value = *f.message_type()->map_value();
+      if (!v.IsObject()) continue;
+      for (auto& e : v.GetObject()) {
+        if (value.cpp_type() == FD::CPPTYPE_MESSAGE) FixInt64(*value.message_type(), &e.value, alloc);
+        else if (value.cpp_type() == FD::CPPTYPE_INT64 || value.cpp_type() == FD::CPPTYPE_UINT64)
+          fix_scalar(value, &e.value);
+      }
+    } else if (f.is_repeated() && v.IsArray()) {
+      for (auto& e : v.GetArray()) {
+        if (f.cpp_type() == FD::CPPTYPE_MESSAGE) FixInt64(*f.message_type(), &e, alloc);
+        else if (is64) fix_scalar(f, &e);
+      }
+    } else if (f.cpp_type() == FD::CPPTYPE_MESSAGE) {
+      FixInt64(*f.message_type(), &v, alloc);
+    } else if (is64) {
+      fix_scalar(f, &v);
+    }
+  }
+}
+
+}  // namespace
+
+StatusOr<std::string> ModelConfigToJson(const ModelConfig& config) {
+  google::protobuf::util::JsonPrintOptions o;
+  o.preserve_proto_field_names = true;
+  o.always_print_primitive_fields = true;
+  std::string json;
+  auto s = google::protobuf::util::MessageToJsonString(config, &json, o);
+  if (!s.ok()) return Internal("config to JSON: {}", s.ToString());
+  rapidjson::Document doc;
+  if (doc.Parse(json.data(), json.size()).HasParseError()) {
+    return Internal("config to JSON: protobuf printed invalid JSON");
+  }
+  FixInt64(*ModelConfig::descriptor(), &doc, doc.GetAllocator());
+  rapidjson::StringBuffer sb;
+  rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+  doc.Accept(w);
+  return std::string(sb.GetString(), sb.GetSize());
+}
+
+StatusOr<ModelConfig> ModelConfigFromJson(const std::string& json) {
+  google::protobuf::util::JsonParseOptions o;
+  o.case_insensitive_enum_parsing = true;
+  o.ignore_unknown_fields = false;
+  ModelConfig config;
+  auto s = google::protobuf::util::JsonStringToMessage(json, &config, o);
+  if (!s.ok()) {
+    return InvalidArgument("config: {}", std::string(s.message().data(), s.message().size()));
+  }
+  return config;
 }
 
 namespace {
@@ -260,17 +434,24 @@ void InferMaxBatchSize(const std::vector<ValueInfo>& inputs, const std::vector<V
   config->set_max_batch_size(default_max_batch_size);
 }
 
-Status CheckInputReshape(const ValueInfo& model_input, const inference::ModelInput& in,
-                         int max_batch_size) {
-  ValueInfo shaped = model_input;
-  google::protobuf::RepeatedField<int64_t> rs(in.reshape().shape().begin(),
-                                              in.reshape().shape().end());
-  RETURN_IF_ERROR(CheckDims(shaped, rs, max_batch_size, "input (reshape)"));
-  Shape a(in.dims().begin(), in.dims().end()), b(rs.begin(), rs.end());
-  if (std::find(a.begin(), a.end(), -1) == a.end() && std::find(b.begin(), b.end(), -1) == b.end() &&
-      NumElements(a) != NumElements(b)) {
-    return InvalidArgument("input '{}': reshape {} has a different element count than dims {}",
-                           in.name(), ShapeToString(b), ShapeToString(a));
+// `reshape` (what the model sees) against the model, and its element count against `dims` (what
+// the client sees). `kind` is "input" or "output".
+Status CheckReshape(const ValueInfo& model_value, const std::string& name,
+                    const google::protobuf::RepeatedField<int64_t>& dims,
+                    const inference::ModelTensorReshape& reshape, int max_batch_size,
+                    const char* kind) {
+  google::protobuf::RepeatedField<int64_t> rs(reshape.shape().begin(), reshape.shape().end());
+  const std::string what = fmt::format("{} (reshape)", kind);
+  RETURN_IF_ERROR(CheckDims(model_value, rs, max_batch_size, what.c_str()));
+  Shape a(dims.begin(), dims.end()), b(rs.begin(), rs.end());
+  const auto variable = [](const Shape& s) { return std::count(s.begin(), s.end(), -1); };
+  if (variable(a) == 0 && variable(b) == 0 && NumElements(a) != NumElements(b)) {
+    return InvalidArgument("{} '{}': reshape {} has a different element count than dims {}", kind,
+                           name, ShapeToString(b), ShapeToString(a));
+  }
+  if (std::string_view(kind) == "output" && variable(a) > 1) {
+    return InvalidArgument("output '{}': with reshape, dims {} may have at most one -1", name,
+                           ShapeToString(a));
   }
   return Status::Ok();
 }
@@ -298,7 +479,8 @@ Status CompleteInputs(const std::vector<ValueInfo>& inputs, ModelConfig* config)
     }
     RETURN_IF_ERROR(CheckType(*it, in.data_type(), "input"));
     if (in.has_reshape()) {
-      RETURN_IF_ERROR(CheckInputReshape(*it, in, config->max_batch_size()));
+      RETURN_IF_ERROR(
+          CheckReshape(*it, in.name(), in.dims(), in.reshape(), config->max_batch_size(), "input"));
     } else {
       RETURN_IF_ERROR(CheckDims(*it, in.dims(), config->max_batch_size(), "input"));
     }
@@ -339,9 +521,9 @@ Status CompleteOutputs(const std::vector<ValueInfo>& outputs, ModelConfig* confi
     }
     RETURN_IF_ERROR(CheckType(*it, out.data_type(), "output"));
     if (out.has_reshape()) {
-      return InvalidArgument("output '{}': reshape is not supported for outputs", out.name());
-    }
-    if (!(out.dims_size() == 1 && out.dims(0) == -1 && !it->shape.has_value())) {
+      RETURN_IF_ERROR(CheckReshape(*it, out.name(), out.dims(), out.reshape(),
+                                   config->max_batch_size(), "output"));
+    } else if (!(out.dims_size() == 1 && out.dims(0) == -1 && !it->shape.has_value())) {
       RETURN_IF_ERROR(CheckDims(*it, out.dims(), config->max_batch_size(), "output"));
     }
   }

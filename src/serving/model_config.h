@@ -1,9 +1,18 @@
 // Model configuration: parsing config.pbtxt (Triton's text format, our proto/model_config.proto),
 // auto-completing it from the ONNX model, validating it, and mapping it to scheduler options.
 //
-// Unknown fields: a full Triton config may carry fields inferd does not model (sequence batching,
-// TensorRT optimisation, ...). With `strict` they are an error naming the field (line:column);
-// otherwise they are skipped and reported in `warnings`, so a Triton repository loads unchanged.
+// The schema is all of Triton's model_config.proto, so a field unknown to it is a typo: with
+// `strict` (the server's default, as Triton) it is an error naming the field (line:column);
+// otherwise it is skipped with a warning (protobuf cannot skip an unknown field written in list
+// form, `f [ {...} ]`, so that stays an error).
+//
+// Features: a field inferd does not implement is an error naming the field when it changes what
+// the model computes or how requests are answered (CheckImplemented: Python and other backends,
+// GPU instances, ensembles, decoupled models, custom op libraries, shape tensors, batch
+// inputs/outputs, optional inputs, repository agents; sequence_batching "is not implemented yet"),
+// and a warning when it is only a performance hint with no effect on results on a CPU server
+// (IgnoredConfigFields: CUDA graphs, pinned memory, accelerators, rate limiter, response cache,
+// metric tags, backend parameters, ...). Nothing is dropped silently.
 //
 // Auto-completion (CompleteConfig), for a config that is missing or partial:
 //   - name: the model folder's name (a different non-empty name is an error);
@@ -15,6 +24,9 @@
 //   - input/output: when none are listed, every model input/output with its data type and dims
 //     (without the batch dim when max_batch_size > 0; symbolic dims become -1);
 //   - instance_group: one KIND_CPU group with count 0 (= the server default) when absent.
+// `reshape` on an input is the shape the model receives (the request carries `dims`); on an
+// output it is the shape the model produces (the response carries `dims`); both have the same
+// element count (plus the batch dim when max_batch_size > 0).
 // Validation checks listed tensors against the model (names exist, data types equal, ranks and
 // fixed dims compatible), preferred batch sizes, priority levels, instance kinds (CPU only) and
 // precision.
@@ -41,8 +53,28 @@ Status CompleteConfig(const std::string& model_name, const std::vector<ValueInfo
                       const std::vector<ValueInfo>& outputs, int default_max_batch_size,
                       inference::ModelConfig* config);
 
-// Checks what needs no model: name, platform, batching and instance settings.
+// Checks what needs no model: name, platform, batching and instance settings, and
+// CheckImplemented.
 Status ValidateConfigStandalone(const inference::ModelConfig& config);
+
+// INVALID_ARGUMENT naming the first field that asks for a feature inferd does not implement
+// (see above); UNIMPLEMENTED for sequence_batching, which is parsed and kept but not served yet.
+Status CheckImplemented(const inference::ModelConfig& config);
+
+// One line per field set in `config` that inferd accepts but ignores (performance hints without
+// effect on results here), naming the field; empty when there is none.
+std::vector<std::string> IgnoredConfigFields(const inference::ModelConfig& config);
+
+// The config as Triton's /config JSON: protobuf's JSON mapping with the proto field names, every
+// primitive field printed, and every int64/uint64 field as a JSON number (protobuf prints them as
+// strings; Triton converts them back, and tritonclient users index dims as numbers). Map keys stay
+// strings (JSON keys are strings).
+StatusOr<std::string> ModelConfigToJson(const inference::ModelConfig& config);
+
+// A config from Triton's JSON form (the repository API's `config` load parameter): field names as
+// in the proto (or their JSON camelCase), enums by name (case-insensitive, as Triton), int64 as
+// numbers or strings. INVALID_ARGUMENT for invalid JSON or an unknown field, naming it.
+StatusOr<inference::ModelConfig> ModelConfigFromJson(const std::string& json);
 
 // TYPE_* ↔ DataType. TYPE_STRING and TYPE_INVALID are INVALID_ARGUMENT.
 StatusOr<DataType> FromConfigDataType(inference::DataType t);

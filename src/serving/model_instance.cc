@@ -8,9 +8,12 @@ namespace inferd::serving {
 namespace {
 
 void Answer(const ModelSignature& sig, ModelStats& stats, InferTask& task, Status s,
-            NamedTensors outputs) {
+            NamedTensors outputs, std::vector<ClassifiedOutput> classified = {}) {
   InferenceResponse response = EmptyResponse(sig, *task.request);
-  if (s.ok()) response.outputs = std::move(outputs);
+  if (s.ok()) {
+    response.outputs = std::move(outputs);
+    response.classified = std::move(classified);
+  }
   stats.AddPending(-1);
   ResponseCallback cb = std::move(task.callback);
   cb(std::move(s), std::move(response));
@@ -49,6 +52,25 @@ Tensor Detached(Tensor piece, const InferenceRequest& request) {
   return piece;
 }
 
+// The model's output `out` (batch + reshape) in the shape the config's dims give the client
+// (batch + dims); a single -1 in dims takes the remaining elements.
+StatusOr<Tensor> ToConfigDims(const OutputSpec& spec, const Tensor& out, bool batching) {
+  Shape shape = spec.dims;
+  if (batching) shape.insert(shape.begin(), out.rank() > 0 ? out.dim(0) : 0);
+  auto variable = std::find(shape.begin(), shape.end(), -1);
+  if (variable != shape.end()) {
+    int64_t known = 1;
+    for (int64_t d : shape) known *= d == -1 ? 1 : d;
+    *variable = known > 0 && out.NumElements() % known == 0 ? out.NumElements() / known : -1;
+  }
+  auto r = out.Reshaped(shape);
+  if (!r.ok()) {
+    return Internal("output '{}': the model's shape {} cannot be reshaped to the config's dims {}",
+                    spec.name, ShapeToString(out.shape()), ShapeToString(spec.dims));
+  }
+  return r;
+}
+
 }  // namespace
 
 InferenceResponse EmptyResponse(const ModelSignature& sig, const InferenceRequest& r) {
@@ -57,8 +79,21 @@ InferenceResponse EmptyResponse(const ModelSignature& sig, const InferenceReques
 
 void CompleteTask(const ModelSignature& sig, ModelStats& stats, InferTask& task,
                   NamedTensors outputs) {
+  // Outputs requested with `classification` are answered as their top-k strings instead.
+  std::vector<ClassifiedOutput> classified;
+  for (const auto& [name, k] : task.request->classification) {
+    auto it = std::find_if(outputs.begin(), outputs.end(),
+                           [&](const auto& o) { return o.first == name; });
+    auto spec = std::find_if(sig.outputs.begin(), sig.outputs.end(),
+                             [&](const OutputSpec& s) { return s.name == name; });
+    if (it == outputs.end() || spec == sig.outputs.end()) continue;
+    auto c = Classify(*spec, it->second, sig.batching(), k);
+    if (!c.ok()) return FailTask(sig, stats, task, FailureReason::kInvalidInput, c.status());
+    classified.push_back(std::move(c).value());
+    outputs.erase(it);
+  }
   stats.RecordSuccess(NsBetween(task.enqueued, std::chrono::steady_clock::now()));
-  Answer(sig, stats, task, Status::Ok(), std::move(outputs));
+  Answer(sig, stats, task, Status::Ok(), std::move(outputs), std::move(classified));
 }
 
 void FailTask(const ModelSignature& sig, ModelStats& stats, InferTask& task, FailureReason reason,
@@ -188,7 +223,14 @@ Status ModelInstance::SplitOutputs(std::span<std::unique_ptr<InferTask>> tasks,
     if (spec.model_index >= results.size()) {
       return Internal("model '{}' produced no output '{}'", signature_.name, spec.name);
     }
-    const Tensor& out = results[spec.model_index];
+    Tensor out = results[spec.model_index];
+    if (spec.reshape) {
+      if (signature_.batching() && (out.rank() < 1 || out.dim(0) != total_rows)) {
+        return Internal("output '{}' has shape {}, expected a batch of {}", spec.name,
+                        ShapeToString(out.shape()), total_rows);
+      }
+      ASSIGN_OR_RETURN(out, ToConfigDims(spec, out, signature_.batching()));
+    }
     std::vector<Tensor> pieces;
     if (signature_.batching()) {
       if (out.rank() < 1 || out.dim(0) != total_rows) {

@@ -12,11 +12,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Status ReadConfig(const fs::path& dir, bool strict, ModelState* model,
-                  inference::ModelConfig* config) {
+Status ReadConfig(const fs::path& dir, bool strict, const LoadOverride& override,
+                  ModelState* model, inference::ModelConfig* config) {
   std::error_code ec;
   const fs::path config_path = dir / "config.pbtxt";
-  if (fs::exists(config_path, ec)) {
+  if (override.config.has_value()) {
+    *config = *override.config;
+    // Differs from any config.pbtxt text, so a later load from the repository reloads.
+    model->config_text = "# load parameter 'config'\n" + config->DebugString();
+  } else if (fs::exists(config_path, ec)) {
     if (!ReadRepositoryFile(config_path, &model->config_text)) {
       return InvalidArgument("cannot read {}", config_path.string());
     }
@@ -24,15 +28,19 @@ Status ReadConfig(const fs::path& dir, bool strict, ModelState* model,
     ASSIGN_OR_RETURN(*config, ParseModelConfig(model->config_text, strict, &warnings));
     for (const auto& w : warnings) spdlog::warn("model '{}': {} (ignored)", model->name, w);
   }
-  return ValidateConfigStandalone(*config);
+  RETURN_IF_ERROR(ValidateConfigStandalone(*config));
+  for (const auto& w : IgnoredConfigFields(*config)) {
+    spdlog::warn("model '{}': config.pbtxt {}", model->name, w);
+  }
+  return Status::Ok();
 }
 
 // Version `v` into `model`: kept from `old` when unchanged, else created; on failure the running
 // one keeps serving, or the version is recorded failed.
 void LoadOrKeepVersion(const ModelState* old, const inference::ModelConfig& config,
-                       const std::string& file, int64_t v, const ModelLoadOptions& options,
-                       ModelState* model) {
-  const fs::path vdir = options.repository / model->name / std::to_string(v);
+                       const fs::path& dir, const std::string& file, int64_t v,
+                       const ModelLoadOptions& options, bool force, ModelState* model) {
+  const fs::path vdir = dir / std::to_string(v);
   std::string fingerprint = FolderFingerprint(vdir);
   std::shared_ptr<ModelVersion> running;
   if (old != nullptr) {
@@ -40,7 +48,7 @@ void LoadOrKeepVersion(const ModelState* old, const inference::ModelConfig& conf
     if (it != old->versions.end()) running = it->second;
   }
   // Unchanged files and config: keep the running version as it is (no reload, no blip).
-  if (running != nullptr && running->fingerprint() == fingerprint &&
+  if (!force && running != nullptr && running->fingerprint() == fingerprint &&
       old->config_text == model->config_text && old->reload_errors.count(v) == 0) {
     model->versions[v] = running;
     return;
@@ -63,10 +71,12 @@ void LoadOrKeepVersion(const ModelState* old, const inference::ModelConfig& conf
   }
 }
 
-Status LoadVersions(const ModelState* old, const ModelLoadOptions& options, ModelState* model) {
-  const fs::path dir = options.repository / model->name;
+Status LoadVersions(const ModelState* old, const ModelLoadOptions& options,
+                    const LoadOverride& override, ModelState* model) {
+  const fs::path dir =
+      override.model_dir.empty() ? options.repository / model->name : override.model_dir;
   inference::ModelConfig config;
-  RETURN_IF_ERROR(ReadConfig(dir, options.strict_config, model, &config));
+  RETURN_IF_ERROR(ReadConfig(dir, options.strict_config, override, model, &config));
   VersionSelection selection =
       SelectVersions(config.version_policy(), ListVersionFolders(dir), model->name);
   model->failed = std::move(selection.missing);
@@ -75,9 +85,17 @@ Status LoadVersions(const ModelState* old, const ModelLoadOptions& options, Mode
   }
   const std::string file =
       config.default_model_filename().empty() ? "model.onnx" : config.default_model_filename();
-  for (int64_t v : selection.chosen) LoadOrKeepVersion(old, config, file, v, options, model);
+  for (int64_t v : selection.chosen) {
+    LoadOrKeepVersion(old, config, dir, file, v, options, override.force, model);
+  }
   if (model->versions.empty()) {
     const auto& [v, why] = *model->failed.begin();
+    return InvalidArgument("version {}: {}", v, why);
+  }
+  // A load request (not a poll) that could not replace a running version fails, although the
+  // running one keeps serving.
+  if (override.force && !model->reload_errors.empty()) {
+    const auto& [v, why] = *model->reload_errors.begin();
     return InvalidArgument("version {}: {}", v, why);
   }
   return Status::Ok();
@@ -100,12 +118,12 @@ void KeepServing(const ModelState* old, const Status& result, ModelState* model)
 }  // namespace
 
 ModelLoad LoadModelState(const std::string& name, const ModelState* old,
-                         const ModelLoadOptions& options) {
+                         const ModelLoadOptions& options, const LoadOverride& override) {
   ModelLoad load{std::make_shared<ModelState>(), Status::Ok()};
   load.state->name = name;
   // Taken before reading: a change during the load is seen again by the next poll.
   load.state->fingerprint = FolderFingerprint(options.repository / name);
-  load.status = LoadVersions(old, options, load.state.get());
+  load.status = LoadVersions(old, options, override, load.state.get());
   if (!load.status.ok()) KeepServing(old, load.status, load.state.get());
   return load;
 }

@@ -12,9 +12,11 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
+#include "model_config.pb.h"
 #include "serving/model_version.h"
 
 namespace inferd::serving {
@@ -35,8 +37,20 @@ struct ModelState {
 
 struct ModelLoadOptions {
   std::filesystem::path repository;
-  bool strict_config = false;  // unknown config.pbtxt fields are errors (else warnings)
+  bool strict_config = true;  // unknown config.pbtxt fields are errors (else warnings)
   ModelVersionOptions versions;
+};
+
+// What a repository-API load changes about the load (Triton's load parameters).
+struct LoadOverride {
+  // Create every version anew even when its files and config did not change (an explicit load
+  // request reloads; a repository poll keeps unchanged versions).
+  bool force = false;
+  // Replaces config.pbtxt (the `config` load parameter).
+  std::optional<inference::ModelConfig> config;
+  // Replaces the model's folder in the repository (file overrides: the model loads from these
+  // files only, as Triton). Empty: the repository's folder.
+  std::filesystem::path model_dir;
 };
 
 struct ModelLoad {
@@ -47,7 +61,9 @@ struct ModelLoad {
 
 // Loads model `name` (a folder of options.repository) as described above. `old` is the state
 // serving now (nullptr: none, or unloaded).
+// With `override.force`, a version that fails to reload makes the status an error although its
+// running copy keeps serving.
 ModelLoad LoadModelState(const std::string& name, const ModelState* old,
-                         const ModelLoadOptions& options);
+                         const ModelLoadOptions& options, const LoadOverride& override = {});
 
 }  // namespace inferd::serving

@@ -2,12 +2,15 @@
 
 #include <malloc.h>
 
-#include <google/protobuf/util/json_util.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
 
 #include "serving/lifecycle.h"
+#include "serving/model_config.h"
 #include "serving/model_loader.h"
 #include "serving/model_version.h"
 #include "serving/repository.h"
@@ -125,12 +128,78 @@ std::vector<std::string> ModelManager::OwnModels(std::vector<std::string> names)
 
 // ---- loading and unloading ----
 
-Status ModelManager::LoadModel(const std::string& name) {
+Status ModelManager::LoadModel(const std::string& name) { return LoadWith(name, LoadOverride{}); }
+
+namespace {
+
+// The checks of a load's parameters that need no model, and the override they ask for (files
+// still to be written into `override.model_dir`).
+StatusOr<LoadOverride> PrepareOverride(const std::string& name, const LoadParameters& params) {
+  LoadOverride o;
+  o.force = true;
+  if (params.config.has_value()) {
+    auto config = ModelConfigFromJson(*params.config);
+    if (!config.ok()) {
+      return InvalidArgument("failed to load '{}': {}", name, config.status().message());
+    }
+    o.config = std::move(config).value();
+  }
+  if (params.files.empty()) return o;
+  if (!params.config.has_value()) {
+    return InvalidArgument("failed to load '{}': load parameter 'config' must be specified for "
+                           "model file override",
+                           name);
+  }
+  for (const auto& [path, _] : params.files) {
+    const fs::path p = fs::path(path).lexically_normal();
+    if (path.empty() || p.is_absolute() || p.empty() || *p.begin() == ".." ||
+        p.filename().empty() || p.filename() == "." || p.filename() == "..") {
+      return InvalidArgument("failed to load '{}': invalid file parameter 'file:{}': the path "
+                             "must name a file within the model directory",
+                             name, path);
+    }
+  }
+  return o;
+}
+
+Status WriteOverrideFiles(const fs::path& dir, const std::map<std::string, std::string>& files) {
+  for (const auto& [path, bytes] : files) {
+    const fs::path target = dir / fs::path(path).lexically_normal();
+    std::error_code ec;
+    fs::create_directories(target.parent_path(), ec);
+    std::ofstream out(target, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out) return Internal("cannot write override file '{}'", target.string());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ModelManager::LoadModel(const std::string& name, const LoadParameters& params) {
+  if (!IsValidModelName(name)) return InvalidArgument("invalid model name '{}'", name);
+  ASSIGN_OR_RETURN(LoadOverride o, PrepareOverride(name, params));
+  if (params.files.empty()) return LoadWith(name, o);
+  // The files go to a scratch folder that is the model's folder for this load only: versions
+  // keep nothing open once loaded (sessions, warmup data and labels are read at load).
+  o.model_dir = fs::temp_directory_path() /
+                fmt::format("inferd-load-{}-{}-{}", getpid(), name, override_dirs_.fetch_add(1));
+  std::error_code ec;
+  fs::remove_all(o.model_dir, ec);
+  Status s = WriteOverrideFiles(o.model_dir, params.files);
+  if (s.ok()) s = LoadWith(name, o);
+  fs::remove_all(o.model_dir, ec);
+  return s;
+}
+
+Status ModelManager::LoadWith(const std::string& name, const LoadOverride& override) {
   if (options_.external_models.count(name) != 0) {
     return FailedPrecondition("model '{}' is a generative model, loaded once at start", name);
   }
-  if (!HasModelFolder(options_.repository, name)) {
-    return NotFound("no model '{}' in repository '{}'", name, options_.repository.string());
+  if (override.model_dir.empty() && !HasModelFolder(options_.repository, name)) {
+    return NotFound("failed to load '{}', failed to poll from model repository: no folder '{}' "
+                    "in '{}'",
+                    name, name, options_.repository.string());
   }
   MutexLock serial(&load_mu_);
   std::shared_ptr<const ModelState> old;
@@ -140,7 +209,7 @@ Status ModelManager::LoadModel(const std::string& name) {
     auto it = models_.find(name);
     if (it != models_.end() && !it->second->unloaded) old = it->second;
   }
-  ModelLoad load = LoadModelState(name, old.get(), LoadOptions());
+  ModelLoad load = LoadModelState(name, old.get(), LoadOptions(), override);
   return Publish(std::move(load.state), std::move(old), load.status);
 }
 
@@ -165,7 +234,7 @@ Status ModelManager::Publish(std::shared_ptr<ModelState> model,
   Retire(std::move(retired));
   malloc_trim(0);  // loading's temporaries (parsed protobuf, unoptimized graph) are gone now
   return result.ok() ? Status::Ok()
-                     : InvalidArgument("model '{}' failed to load: {}", name, result.message());
+                     : InvalidArgument("failed to load '{}': {}", name, result.message());
 }
 
 Status ModelManager::UnloadModel(const std::string& name) {
@@ -177,7 +246,8 @@ Status ModelManager::UnloadModel(const std::string& name) {
     if (it == models_.end()) {
       // In the repository but not loaded: nothing to do.
       if (HasModelFolder(options_.repository, name)) return Status::Ok();
-      return NotFound("unknown model '{}'", name);
+      return NotFound("failed to unload '{}': Request for unknown model: '{}' is not found", name,
+                      name);
     }
     auto replacement = std::make_shared<ModelState>();
     replacement->name = name;
@@ -242,10 +312,12 @@ Status ModelManager::CheckExplicitMode() const {
   return Status::Ok();
 }
 
-void ModelManager::RequestLoad(const std::string& name, std::function<void(Status)> done) {
+void ModelManager::RequestLoad(const std::string& name, LoadParameters params,
+                               std::function<void(Status)> done) {
   if (Status s = CheckExplicitMode(); !s.ok()) return done(std::move(s));
-  lifecycle_->Enqueue([this, name, done = std::move(done)](bool run) {
-    done(run ? LoadModel(name) : ShuttingDown());
+  if (auto checked = PrepareOverride(name, params); !checked.ok()) return done(checked.status());
+  lifecycle_->Enqueue([this, name, params = std::move(params), done = std::move(done)](bool run) {
+    done(run ? LoadModel(name, params) : ShuttingDown());
   });
 }
 
@@ -283,27 +355,39 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelManager::FindVersion(const std::str
                                                                   int64_t version) const {
   MutexLock l(&mu_);
   auto it = models_.find(name);
+  // Triton's wording ("Request for unknown model: ..."): clients match on it.
   if (it == models_.end()) {
     if (options_.control_mode == ModelControlMode::kExplicit &&
         HasModelFolder(options_.repository, name)) {
-      return Unavailable("model '{}' is not loaded", name);
+      return Unavailable("Request for unknown model: '{}' has no available versions (not "
+                         "loaded)",
+                         name);
     }
-    return NotFound("unknown model '{}'", name);
+    return NotFound("Request for unknown model: '{}' is not found", name);
   }
   const ModelState& m = *it->second;
-  if (m.unloaded) return Unavailable("model '{}' is unloaded", name);
-  if (!m.error.empty()) return Unavailable("model '{}' is not ready: {}", name, m.error);
+  if (m.unloaded) {
+    return Unavailable("Request for unknown model: '{}' has no available versions (unloaded)",
+                       name);
+  }
+  if (!m.error.empty()) {
+    return Unavailable("Request for unknown model: '{}' has no available versions: {}", name,
+                       m.error);
+  }
   if (version < 0) {
-    if (m.versions.empty()) return Unavailable("model '{}' has no ready version", name);
+    if (m.versions.empty()) {
+      return Unavailable("Request for unknown model: '{}' has no available versions", name);
+    }
     return m.versions.rbegin()->second;
   }
   auto v = m.versions.find(version);
   if (v != m.versions.end()) return v->second;
   auto f = m.failed.find(version);
   if (f != m.failed.end()) {
-    return Unavailable("version {} of model '{}' is not ready: {}", version, name, f->second);
+    return Unavailable("Request for unknown model: '{}' version {} is not at ready state: {}",
+                       name, version, f->second);
   }
-  return NotFound("unknown version {} of model '{}'", version, name);
+  return NotFound("Request for unknown model: '{}' version {} is not found", name, version);
 }
 
 void ModelManager::Infer(std::unique_ptr<InferenceRequest> request, ResponseCallback callback) {
@@ -390,13 +474,7 @@ StatusOr<std::shared_ptr<const inference::ModelConfig>> ModelManager::GetConfig(
 StatusOr<std::string> ModelManager::GetConfigJson(const std::string& name,
                                                   int64_t version) const {
   ASSIGN_OR_RETURN(std::shared_ptr<const inference::ModelConfig> c, GetConfig(name, version));
-  google::protobuf::util::JsonPrintOptions o;
-  o.preserve_proto_field_names = true;
-  o.always_print_primitive_fields = true;
-  std::string json;
-  auto s = google::protobuf::util::MessageToJsonString(*c, &json, o);
-  if (!s.ok()) return Internal("config to JSON: {}", s.ToString());
-  return json;
+  return ModelConfigToJson(*c);
 }
 
 std::vector<ModelStatisticsSnapshot> ModelManager::GetStatistics(const std::string& name,

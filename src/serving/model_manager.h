@@ -36,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,7 @@ class LifecycleThread;  // lifecycle.h
 class ModelVersion;  // model_version.h
 struct ModelState;   // model_loader.h
 struct ModelLoadOptions;
+struct LoadOverride;
 
 // How the set of served models changes after start (Triton's --model-control-mode).
 enum class ModelControlMode {
@@ -94,9 +96,9 @@ struct ModelManagerOptions {
   // has no inputs listed) whose every input and output has a symbolic first dim. 0 disables
   // batching for auto-completed models.
   int autocomplete_max_batch_size = 8;
-  // Reject config.pbtxt fields inferd does not know (true), or accept them with a warning (false),
-  // so a full Triton config with fields we ignore still loads.
-  bool strict_config = false;
+  // Reject config.pbtxt fields that are not in Triton's schema (true, as Triton: the error names
+  // the field), or skip them with a warning (false).
+  bool strict_config = true;
   // Server readiness requires every model of the repository to be READY (Triton's
   // --strict-readiness); false: ready once the repository was scanned.
   bool strict_readiness = true;
@@ -107,6 +109,16 @@ struct ModelManagerOptions {
   // Time source for queue delays and timeouts, the poll interval, the retire deadline and
   // WaitForIdle; nullptr = the process's RealClock. Must outlive the manager.
   Clock* clock = nullptr;
+};
+
+// The repository API's load parameters (Triton's). `config` replaces config.pbtxt for this load,
+// in Triton's JSON form (model_config.h's ModelConfigFromJson; a partial config is completed from
+// the model as config.pbtxt is). `files` ("file:<path>" parameters, contents already decoded)
+// replace the model's folder: the model loads from these files only, paths relative to the model
+// folder ("1/model.onnx"); they require `config`, as Triton.
+struct LoadParameters {
+  std::optional<std::string> config;
+  std::map<std::string, std::string> files;  // relative path → contents
 };
 
 // KServe v2 model metadata.
@@ -158,6 +170,8 @@ class ModelManager {
   // A failure of some versions while others are ready is reported in Index() and the log only.
   // Loads and unloads are serialized.
   Status LoadModel(const std::string& name) EXCLUDES(load_mu_, mu_);
+  // As above with a repository-API load's parameters (see RequestLoad), run on this thread.
+  Status LoadModel(const std::string& name, const LoadParameters& params) EXCLUDES(load_mu_, mu_);
   // Unloads a model: it stays in Index() as UNAVAILABLE ("unloaded"), new requests get
   // UNAVAILABLE, requests already accepted still complete, then its memory is freed (returns once
   // done or after retire_timeout). NOT_FOUND for a name that is neither loaded nor in the
@@ -170,7 +184,15 @@ class ModelManager {
   // The repository API (HTTP POST /v2/repository/models/M/load|unload, gRPC RepositoryModelLoad/
   // Unload): runs LoadModel/UnloadModel on the manager's lifecycle thread and calls `done` there
   // (or at once with UNAVAILABLE unless the control mode is kExplicit, or while shutting down).
-  void RequestLoad(const std::string& name, std::function<void(Status)> done);
+  // A load request always reloads: every selected version is created anew, even when unchanged
+  // (as Triton; polling keeps unchanged versions). `params` are checked before anything is queued:
+  // an invalid `config` or file path is INVALID_ARGUMENT at once and the model stays as it was; a
+  // config that fails to load leaves the running versions serving (LoadModel's contract).
+  void RequestLoad(const std::string& name, std::function<void(Status)> done) {
+    RequestLoad(name, LoadParameters{}, std::move(done));
+  }
+  void RequestLoad(const std::string& name, LoadParameters params,
+                   std::function<void(Status)> done);
   void RequestUnload(const std::string& name, std::function<void(Status)> done);
 
   // Graceful shutdown, step 1: readiness turns false at once, new requests get UNAVAILABLE
@@ -198,8 +220,8 @@ class ModelManager {
 
   // NOT_FOUND for unknown model/version.
   StatusOr<ModelMetadata> GetMetadata(const std::string& name, int64_t version = -1) const;
-  // The effective (auto-completed) config, as JSON with Triton's field names (snake_case,
-  // enums as names, int64 as strings as protobuf's JSON mapping does).
+  // The effective (auto-completed) config as Triton's JSON (model_config.h's ModelConfigToJson:
+  // proto field names, enums as names, int64 as numbers).
   StatusOr<std::string> GetConfigJson(const std::string& name, int64_t version = -1) const;
   // The effective config message (for gRPC ModelConfig). Shared, immutable.
   StatusOr<std::shared_ptr<const inference::ModelConfig>> GetConfig(const std::string& name,
@@ -232,6 +254,9 @@ class ModelManager {
   Status CheckExplicitMode() const;
   // The repository's model folders less external_models (`names` as scanned).
   std::vector<std::string> OwnModels(std::vector<std::string> names) const;
+  // Loads with `override` (model_loader.h); LoadModel's contract.
+  Status LoadWith(const std::string& name, const LoadOverride& override)
+      EXCLUDES(load_mu_, mu_);
   ModelLoadOptions LoadOptions() const;
 
   ModelManagerOptions options_;
@@ -248,6 +273,7 @@ class ModelManager {
   CondVar idle_;  // notified when in_flight_ drops to 0 while draining_
   // Repository API operations and polling; stopped first on destruction.
   std::unique_ptr<LifecycleThread> lifecycle_;
+  std::atomic<int64_t> override_dirs_{0};  // names the scratch folders of file overrides
 };
 
 }  // namespace inferd::serving

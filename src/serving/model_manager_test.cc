@@ -145,7 +145,6 @@ TEST_F(ModelManagerTest, TritonConfigWithBatchingRaggedAndBrokenModels) {
     parameters { key: "foo" value { string_value: "bar" } }
     model_warmup [ { name: "w" batch_size: 2
                      inputs { key: "x" value { data_type: TYPE_FP32 dims: [ 3 ] zero_data: true } } } ]
-    sequence_batching { }
     inferd { ragged_pad_value: 0 }
   )pb");
   WriteFile(repo_ / "bad_config" / "config.pbtxt", "max_batch_size: [oops");

@@ -1,7 +1,10 @@
 #include "serving/model_signature.h"
 
 #include <algorithm>
+#include <fstream>
+#include <numeric>
 #include <set>
+#include <type_traits>
 
 #include "serving/model_config.h"
 
@@ -46,10 +49,13 @@ StatusOr<OutputSpec> MakeOutputSpec(const inference::ModelOutput& out,
   spec.name = out.name();
   ASSIGN_OR_RETURN(spec.dtype, FromConfigDataType(out.data_type()));
   spec.dims.assign(out.dims().begin(), out.dims().end());
+  if (out.has_reshape()) {
+    spec.reshape = Shape(out.reshape().shape().begin(), out.reshape().shape().end());
+  }
   for (size_t i = 0; i < model_outputs.size(); ++i) {
     if (model_outputs[i].name != out.name()) continue;
     spec.model_index = i;
-    if (!model_outputs[i].shape) continue;
+    if (!model_outputs[i].shape || spec.reshape) continue;  // a reshaped output follows no input
     for (const Dim& d : *model_outputs[i].shape) spec.follows.push_back(FollowedInputDim(d, inputs));
   }
   return spec;
@@ -117,6 +123,13 @@ Status CheckRequestedOutputs(const ModelSignature& sig, const InferenceRequest& 
     }
     if (!requested.insert(o).second) return InvalidArgument("output '{}' requested twice", o);
   }
+  for (const auto& [name, k] : r.classification) {
+    if (!requested.count(name)) {
+      return InvalidArgument("output '{}': classification is asked for an output not requested",
+                             name);
+    }
+    if (k < 1) return InvalidArgument("output '{}': classification must be >= 1, got {}", name, k);
+  }
   return Status::Ok();
 }
 
@@ -140,6 +153,71 @@ StatusOr<ModelSignature> BuildSignature(const std::string& name, int64_t version
     sig.outputs.push_back(std::move(spec));
   }
   return sig;
+}
+
+Status LoadLabels(const std::filesystem::path& model_dir, const inference::ModelConfig& config,
+                  ModelSignature* sig) {
+  for (const auto& out : config.output()) {
+    if (out.label_filename().empty()) continue;
+    std::ifstream in(model_dir / out.label_filename());
+    if (!in) {
+      return InvalidArgument("output '{}': cannot read label_filename '{}'", out.name(),
+                             out.label_filename());
+    }
+    for (OutputSpec& spec : sig->outputs) {
+      if (spec.name != out.name()) continue;
+      std::string line;
+      while (std::getline(in, line)) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        spec.labels.push_back(line);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<ClassifiedOutput> Classify(const OutputSpec& spec, const Tensor& t, bool batching,
+                                    int64_t k) {
+  if (k < 1) return InvalidArgument("output '{}': classification count must be >= 1", spec.name);
+  const int64_t rows = batching && t.rank() > 0 ? t.dim(0) : 1;
+  const int64_t per_row = rows > 0 ? t.NumElements() / rows : 0;
+  std::vector<double> values(static_cast<size_t>(t.NumElements()));
+  bool numeric = false;
+  DispatchAll(
+      t.dtype(),
+      [&](auto tag) {
+        using T = decltype(tag);
+        numeric = true;
+        const T* p = t.data<T>();
+        for (size_t i = 0; i < values.size(); ++i) {
+          if constexpr (std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>) {
+            values[i] = static_cast<float>(p[i]);
+          } else {
+            values[i] = static_cast<double>(p[i]);
+          }
+        }
+      },
+      [] {});
+  if (!numeric) {
+    return InvalidArgument("output '{}': classification needs a numeric output", spec.name);
+  }
+  k = std::min(k, per_row);
+  ClassifiedOutput c{spec.name, batching ? Shape{rows, k} : Shape{k}, {}};
+  std::vector<int64_t> order(static_cast<size_t>(per_row));
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* row = values.data() + r * per_row;
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
+      return row[a] > row[b] || (row[a] == row[b] && a < b);
+    });
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t idx = order[j];
+      std::string s = std::to_string(static_cast<float>(row[idx])) + ":" + std::to_string(idx);
+      if (static_cast<size_t>(idx) < spec.labels.size()) s += ":" + spec.labels[idx];
+      c.values.push_back(std::move(s));
+    }
+  }
+  return c;
 }
 
 StatusOr<int64_t> ValidateRequest(const ModelSignature& sig, const InferenceRequest& r) {

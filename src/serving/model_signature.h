@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <utility>
@@ -30,7 +31,9 @@ struct InputSpec {
 struct OutputSpec {
   std::string name;
   DataType dtype;
-  Shape dims;
+  Shape dims;               // config dims (what the response carries), without the batch dim
+  std::optional<Shape> reshape;  // the model's shape when the config has `reshape`
+  std::vector<std::string> labels;  // label_filename's lines (classification), may be empty
   size_t model_index = 0;  // position in the session's outputs
   // Per output dim: the (input, dim) it follows under ragged batching, or (-1, -1).
   std::vector<std::pair<int, int>> follows;
@@ -53,6 +56,18 @@ StatusOr<ModelSignature> BuildSignature(const std::string& name, int64_t version
                                         const inference::ModelConfig& config,
                                         const std::vector<ValueInfo>& model_inputs,
                                         const std::vector<ValueInfo>& model_outputs);
+
+// Reads each output's label_filename (relative to `model_dir`; one label per line) into its
+// spec. INVALID_ARGUMENT naming the output when a file cannot be read.
+Status LoadLabels(const std::filesystem::path& model_dir, const inference::ModelConfig& config,
+                  ModelSignature* signature);
+
+// The classification results of one task's output `t` ([rows, ...] with batching, else any
+// shape): for each row, the `k` largest elements as "score:index[:label]" (score as
+// std::to_string prints it, as Triton), best first; ties by the lower index. INVALID_ARGUMENT for
+// k < 1 or a non-numeric output.
+StatusOr<ClassifiedOutput> Classify(const OutputSpec& spec, const Tensor& t, bool batching,
+                                    int64_t k);
 
 // The request's batch rows (1 without batching), or INVALID_ARGUMENT naming what is wrong:
 // unknown, missing or duplicate inputs, dtype, rank or fixed dims, a batch outside

@@ -81,6 +81,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Create(const std::string& 
   }
   ASSIGN_OR_RETURN(v->signature_, BuildSignature(name, version, config, v->session_->inputs(),
                                                  v->session_->outputs()));
+  RETURN_IF_ERROR(LoadLabels(model_path.parent_path().parent_path(), config, &v->signature_));
   v->config_ = std::make_shared<const inference::ModelConfig>(std::move(config));
   malloc_trim(0);  // loading's temporaries are gone; trimming after warmup would undo it
   const auto t1 = std::chrono::steady_clock::now();

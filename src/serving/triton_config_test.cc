@@ -1,11 +1,15 @@
 // A repository written for Triton loads unchanged: a config.pbtxt using every field the issue
 // lists (and some Triton-only ones inferd ignores with a warning) is parsed, validated, applied
-// (versions, batching, priorities, instances, warmup, parameters) and served.
+// (versions, batching, priorities, instances, warmup, parameters) and served. The whole schema
+// parses; features inferd does not implement are errors naming the field; /config JSON prints
+// int64 as numbers; reshape works on inputs and outputs.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <future>
+
+#include <google/protobuf/util/message_differencer.h>
 
 #include "graph/onnx_io.h"
 #include "model_config.pb.h"
@@ -180,13 +184,256 @@ TEST(TritonConfigTest, FullTritonRepositoryLoadsUnchanged) {
   fs::remove_all(repo);
 }
 
-TEST(TritonConfigTest, TritonOnlyFieldsAreWarningsUnlessStrict) {
+StatusOr<inference::ModelConfig> Parse(const std::string& text) {
   std::vector<std::string> warnings;
-  auto lenient = ParseModelConfig(kTritonConfig, /*strict=*/false, &warnings);
-  ASSERT_TRUE(lenient.ok()) << lenient.status().ToString();
-  EXPECT_FALSE(warnings.empty());
-  std::vector<std::string> unused;
-  EXPECT_FALSE(ParseModelConfig(kTritonConfig, /*strict=*/true, &unused).ok());
+  return ParseModelConfig(text, /*strict=*/true, &warnings);
+}
+
+TEST(TritonConfigTest, PerformanceHintsAreNamedWarnings) {
+  auto c = Parse(kTritonConfig);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(CheckImplemented(*c).ok());
+  const std::vector<std::string> ignored = IgnoredConfigFields(*c);
+  std::string all;
+  for (const auto& w : ignored) all += w + "\n";
+  for (const char* field : {"optimization.execution_accelerators",
+                            "optimization.input_pinned_memory", "parameters 'intra_op_thread_count'",
+                            "parameters 'cudnn_conv_algo_search'"}) {
+    EXPECT_NE(all.find(field), std::string::npos) << field << " missing from\n" << all;
+  }
+  EXPECT_EQ(ignored.size(), 4u) << all;
+  EXPECT_TRUE(IgnoredConfigFields(inference::ModelConfig()).empty());
+}
+
+TEST(TritonConfigTest, UnknownFieldsAreErrorsNamingThem) {
+  for (const char* text : {"name: \"m\"\nbogus_field: 3\n", "bogus_field { a: 1 }",
+                           "bogus_field [ { a: 1 }, { a: 2 } ]",
+                           "input [ { name: \"x\" bogus_field: 1 } ]"}) {
+    auto c = Parse(text);
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_NE(c.status().message().find("bogus_field"), std::string::npos)
+        << c.status().message();
+    EXPECT_NE(c.status().message().find("line"), std::string::npos) << c.status().message();
+  }
+}
+
+// Triton's stateful-model config (list syntax for control inputs, a strategy, implicit state).
+constexpr const char* kSequenceConfig = R"pb(
+name: "seq"
+backend: "onnxruntime"
+max_batch_size: 8
+sequence_batching {
+  max_sequence_idle_microseconds: 5000000
+  oldest { max_candidate_sequences: 4 preferred_batch_size: [ 2, 4 ] }
+  control_input [
+    { name: "START" control [ { kind: CONTROL_SEQUENCE_START fp32_false_true: [ 0, 1 ] } ] },
+    { name: "END" control [ { kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] } ] },
+    { name: "READY" control [ { kind: CONTROL_SEQUENCE_READY bool_false_true: [ false, true ] } ] },
+    { name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } ] }
+  ]
+  state [
+    { input_name: "state_in" output_name: "state_out" data_type: TYPE_FP32 dims: [ 1 ]
+      initial_state: { name: "zero" data_type: TYPE_FP32 dims: [ 1 ] zero_data: true } }
+  ]
+}
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+)pb";
+
+TEST(TritonConfigTest, SequenceBatchingParsesAndIsRejectedAsNotImplementedYet) {
+  auto c = Parse(kSequenceConfig);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->has_sequence_batching());
+  const auto& sb = c->sequence_batching();
+  EXPECT_EQ(sb.max_sequence_idle_microseconds(), 5000000u);
+  EXPECT_EQ(sb.oldest().max_candidate_sequences(), 4);
+  ASSERT_EQ(sb.control_input_size(), 4);
+  EXPECT_EQ(sb.control_input(3).control(0).kind(),
+            inference::ModelSequenceBatching::Control::CONTROL_SEQUENCE_CORRID);
+  EXPECT_EQ(sb.state(0).initial_state(0).name(), "zero");
+  Status s = ValidateConfigStandalone(*c);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("sequence_batching"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("not implemented yet"), std::string::npos) << s.message();
+}
+
+TEST(TritonConfigTest, UnimplementedFeaturesNameTheirField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"backend: \"python\"", "backend 'python'"},
+      {"platform: \"ensemble\"", "platform 'ensemble'"},
+      {"runtime: \"model.py\"", "runtime"},
+      {"instance_group [ { kind: KIND_GPU } ]", "KIND_GPU"},
+      {"instance_group [ { gpus: [ 0 ] } ]", "gpus"},
+      {"instance_group [ { passive: true } ]", "passive"},
+      {"ensemble_scheduling { step [ { model_name: \"a\" model_version: -1 } ] }",
+       "ensemble_scheduling"},
+      {"model_transaction_policy { decoupled: true }", "model_transaction_policy.decoupled"},
+      {"model_operations { op_library_filename: \"libcustom.so\" }", "model_operations"},
+      {"model_repository_agents { agents [ { name: \"checksum\" } ] }",
+       "model_repository_agents"},
+      {"batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: \"n\" } ]", "batch_input"},
+      {"batch_output [ { target_name: \"y\" } ]", "batch_output"},
+      {"input [ { name: \"x\" data_type: TYPE_FP32 dims: [ 4 ] optional: true } ]",
+       "input 'x' optional"},
+      {"input [ { name: \"x\" data_type: TYPE_INT64 dims: [ 1 ] is_shape_tensor: true } ]",
+       "input 'x' is_shape_tensor"},
+      {"output [ { name: \"y\" data_type: TYPE_FP32 dims: [ 4 ] is_shape_tensor: true } ]",
+       "output 'y' is_shape_tensor"},
+  };
+  for (const auto& [text, field] : cases) {
+    auto c = Parse(text);
+    ASSERT_TRUE(c.ok()) << text << ": " << c.status().ToString();  // never a parse error
+    Status s = ValidateConfigStandalone(*c);
+    ASSERT_FALSE(s.ok()) << text;
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << text;
+    EXPECT_NE(s.message().find(field), std::string::npos) << text << ": " << s.message();
+  }
+}
+
+TEST(TritonConfigTest, JsonPrintsInt64AsNumbers) {
+  auto c = Parse(std::string(kTritonConfig) +
+                 "input [ { name: \"z\" data_type: TYPE_FP32 dims: [ 2, 2 ] "
+                 "reshape: { shape: [ 4 ] } } ]");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto json = ModelConfigToJson(*c);
+  ASSERT_TRUE(json.ok()) << json.status().ToString();
+  for (const char* expected :
+       {"\"dims\":[4]", "\"dims\":[2,2]", "\"shape\":[4]", "\"versions\":[1,3]",
+        "\"max_queue_delay_microseconds\":100", "\"default_timeout_microseconds\":5000000",
+        "\"priority_levels\":3", "\"default_priority_level\":2", "\"max_batch_size\":8",
+        "\"1\":{\"timeout_action\":\"REJECT\"", "\"format\":\"FORMAT_NONE\"",
+        "\"preferred_batch_size\":[4,8]"}) {
+    EXPECT_NE(json->find(expected), std::string::npos) << expected << " not in " << *json;
+  }
+  EXPECT_EQ(json->find("\"4\""), std::string::npos) << *json;  // no int64 left as a string
+  auto seq = Parse(kSequenceConfig);
+  ASSERT_TRUE(seq.ok());
+  auto seq_json = ModelConfigToJson(*seq);
+  ASSERT_TRUE(seq_json.ok());
+  EXPECT_NE(seq_json->find("\"max_sequence_idle_microseconds\":5000000"), std::string::npos)
+      << *seq_json;
+  // The JSON reads back to the same message.
+  auto back = ModelConfigFromJson(*json);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*back, *c));
+}
+
+TEST(TritonConfigTest, JsonConfigErrorsNameTheProblem) {
+  auto ok = ModelConfigFromJson(
+      R"({"max_batch_size": 4, "input": [{"name": "x", "data_type": "type_fp32", "dims": [4]}]})");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->input(0).data_type(), inference::TYPE_FP32);
+  EXPECT_EQ(ok->input(0).dims(0), 4);
+  auto unknown = ModelConfigFromJson(R"({"max_batch_size": 4, "bogus": 1})");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("bogus"), std::string::npos)
+      << unknown.status().message();
+  EXPECT_FALSE(ModelConfigFromJson("{not json").ok());
+  EXPECT_FALSE(ModelConfigFromJson(R"({"max_batch_size": "many"})").ok());
+  EXPECT_FALSE(ModelConfigFromJson("").ok());
+}
+
+// y = x + x with x, y: FP32 [batch, 4], served as [batch, 2, 2] through reshape on both sides.
+TEST(TritonConfigTest, ReshapeOnInputsAndOutputs) {
+  const fs::path repo = fs::path(::testing::TempDir()) / "triton_reshape_repo";
+  fs::remove_all(repo);
+  WriteDoubleModel(repo / "m" / "1" / "model.onnx");
+  std::ofstream(repo / "m" / "config.pbtxt") << R"pb(
+    max_batch_size: 4
+    input [ { name: "x" data_type: TYPE_FP32 dims: [ 2, 2 ] reshape: { shape: [ 4 ] } } ]
+    output [ { name: "y" data_type: TYPE_FP32 dims: [ 2, -1 ] reshape: { shape: [ 4 ] } } ]
+  )pb";
+  WriteDoubleModel(repo / "bad" / "1" / "model.onnx");
+  std::ofstream(repo / "bad" / "config.pbtxt")
+      << "max_batch_size: 4\n"
+         "output [ { name: \"y\" data_type: TYPE_FP32 dims: [ 3 ] reshape: { shape: [ 4 ] } } ]";
+  ModelManagerOptions o;
+  o.repository = repo;
+  o.total_threads = 1;
+  auto manager = std::move(ModelManager::Create(o)).value();
+  ASSERT_TRUE(manager->LoadRepository().ok());
+  ASSERT_TRUE(manager->IsModelReady("m"));
+  EXPECT_FALSE(manager->IsModelReady("bad"));
+  bool found = false;
+  for (const auto& e : manager->Index()) {
+    if (e.name != "bad") continue;
+    found = true;
+    EXPECT_NE(e.reason.find("element count"), std::string::npos) << e.reason;
+  }
+  EXPECT_TRUE(found);
+  auto md = manager->GetMetadata("m");
+  ASSERT_TRUE(md.ok());
+  EXPECT_EQ(md->inputs[0].shape, (std::vector<int64_t>{-1, 2, 2}));
+  EXPECT_EQ(md->outputs[0].shape, (std::vector<int64_t>{-1, 2, -1}));
+
+  auto r = std::make_unique<InferenceRequest>();
+  r->model_name = "m";
+  r->inputs.push_back({"x", Tensor::FromVector<float>({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2})});
+  std::promise<std::pair<Status, InferenceResponse>> p;
+  auto f = p.get_future();
+  manager->Infer(std::move(r), [&p](Status s, InferenceResponse resp) {
+    p.set_value({std::move(s), std::move(resp)});
+  });
+  auto [status, response] = f.get();
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  ASSERT_EQ(response.outputs.size(), 1u);
+  const Tensor& y = response.outputs[0].second;
+  EXPECT_EQ(y.shape(), (Shape{2, 2, 2}));
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(y.data<float>()[i], 2.0f * (i + 1));
+  manager.reset();
+  fs::remove_all(repo);
+}
+
+// The classification extension: the top-k of an output as "score:index:label", labels from the
+// output's label_filename.
+TEST(TritonConfigTest, ClassificationUsesTheLabelFile) {
+  const fs::path repo = fs::path(::testing::TempDir()) / "triton_classify_repo";
+  fs::remove_all(repo);
+  WriteDoubleModel(repo / "m" / "1" / "model.onnx");
+  std::ofstream(repo / "m" / "config.pbtxt")
+      << "max_batch_size: 4\n"
+         "output [ { name: \"y\" data_type: TYPE_FP32 dims: [ 4 ] label_filename: \"l.txt\" } ]";
+  std::ofstream(repo / "m" / "l.txt") << "a\nb\r\nc\nd\n";
+  WriteDoubleModel(repo / "nolabels" / "1" / "model.onnx");
+  std::ofstream(repo / "nolabels" / "config.pbtxt")
+      << "max_batch_size: 4\n"
+         "output [ { name: \"y\" data_type: TYPE_FP32 dims: [ 4 ] label_filename: \"gone.txt\" } ]";
+  ModelManagerOptions o;
+  o.repository = repo;
+  o.total_threads = 1;
+  auto manager = std::move(ModelManager::Create(o)).value();
+  ASSERT_TRUE(manager->LoadRepository().ok());
+  EXPECT_FALSE(manager->IsModelReady("nolabels"));  // a missing label file fails the load
+  auto infer = [&](int64_t k, bool request_y) {
+    auto r = std::make_unique<InferenceRequest>();
+    r->model_name = "m";
+    r->inputs.push_back({"x", Tensor::FromVector<float>({1, 4, 2, 3, 4, 1, 3, 2}, {2, 4})});
+    if (request_y) r->requested_outputs = {"y"};
+    r->classification["y"] = k;
+    std::promise<std::pair<Status, InferenceResponse>> p;
+    auto f = p.get_future();
+    manager->Infer(std::move(r), [&p](Status s, InferenceResponse resp) {
+      p.set_value({std::move(s), std::move(resp)});
+    });
+    return f.get();
+  };
+  auto [status, response] = infer(2, true);
+  ASSERT_TRUE(status.ok()) << status.ToString();
+  EXPECT_TRUE(response.outputs.empty());
+  ASSERT_EQ(response.classified.size(), 1u);
+  const ClassifiedOutput& c = response.classified[0];
+  EXPECT_EQ(c.name, "y");
+  EXPECT_EQ(c.shape, (Shape{2, 2}));
+  EXPECT_EQ(c.values, (std::vector<std::string>{"8.000000:1:b", "6.000000:3:d", "8.000000:0:a",
+                                                "6.000000:2:c"}));
+  auto all = infer(10, true);  // k is capped at the class count
+  ASSERT_TRUE(all.first.ok());
+  EXPECT_EQ(all.second.classified.at(0).shape, (Shape{2, 4}));
+  EXPECT_EQ(infer(2, false).first.code(), StatusCode::kInvalidArgument);  // y not requested
+  EXPECT_EQ(infer(0, true).first.code(), StatusCode::kInvalidArgument);
+  manager.reset();
+  fs::remove_all(repo);
 }
 
 }  // namespace

@@ -27,6 +27,8 @@ CLI::App* AddServeSubcommand(CLI::App& app, ServeOptions* o) {
                   "DIR/<model>/<version>/model.onnx")
       ->required();
   cmd->add_option("--host", o->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--id", o->id, "Server name in /v2 metadata (Triton clients may expect 'triton')")
+      ->capture_default_str();
   cmd->add_option("--http-port", o->http_port, "HTTP port (0 = any free port)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
@@ -136,6 +138,8 @@ Status ServeCommand(const ServeOptions& o) {
   }
 
   const std::string url_host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
+  if (o.id.empty()) return InvalidArgument("--id must not be empty");
+  server::ServerExtensions extensions(o.id);  // outlives the frontends (stopped below)
   server::HttpServerOptions ho;
   ho.host = o.host;
   ho.port = static_cast<uint16_t>(o.http_port);
@@ -144,7 +148,7 @@ Status ServeCommand(const ServeOptions& o) {
   ASSIGN_OR_RETURN(auto http, server::HttpServer::Start(
                                    ho, server::MakeGenerationHttpHandler(
                                            generative.models, manager.get(),
-                                           server::MakeKServeHttpHandler(manager.get()))));
+                                           server::MakeKServeHttpHandler(manager.get(), &extensions))));
   spdlog::info("HTTP KServe v2 listening on http://{}:{}", url_host, http->port());
   if (!generative.models->ready.empty()) {
     spdlog::info("OpenAI-compatible API on http://{}:{}/v1 ({} generative model(s))", url_host,
@@ -157,7 +161,7 @@ Status ServeCommand(const ServeOptions& o) {
     go.host = o.host;
     go.port = static_cast<uint16_t>(o.grpc_port);
     go.max_message_bytes = max_bytes;
-    ASSIGN_OR_RETURN(grpc, server::GrpcServer::Start(go, manager.get()));
+    ASSIGN_OR_RETURN(grpc, server::GrpcServer::Start(go, manager.get(), &extensions));
     spdlog::info("gRPC KServe v2 listening on {}:{}", url_host, grpc->port());
   }
   std::unique_ptr<server::HttpServer> metrics;

@@ -15,6 +15,7 @@ namespace inferd::tools {
 struct ServeOptions {
   std::string model_repository;
   std::string host = "127.0.0.1";
+  std::string id = "inferd";  // server name in metadata (--id)
   int http_port = 8000;     // 0 = any free port (the log line names it)
   int grpc_port = 8001;     // 0 = any free port; -1 disables
   int metrics_port = 8002;  // 0 = any free port; -1 disables

@@ -65,7 +65,8 @@ class Server:
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(
             [inferd, "serve", "--model-repository", repo, "--http-port", "0", "--grpc-port", "0",
-             "--metrics-port", "0", "--max-request-bytes", "1MiB", "--threads", "1"],
+             "--metrics-port", "0", "--max-request-bytes", "1MiB", "--threads", "1",
+             "--id", "triton"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.http = self.grpc = self.metrics = None
         deadline = time.time() + 60
@@ -118,7 +119,7 @@ def http_tests(base, inferd_log):
     check(s.get(f"{base}/v2/health/live").status_code == 200, "live")
     check(s.get(f"{base}/v2/health/ready").status_code == 200, "ready")
     md = s.get(f"{base}/v2").json()
-    check(md.get("name") == "inferd" and "binary_tensor_data" in md.get("extensions", []),
+    check(md.get("name") == "triton" and "binary_tensor_data" in md.get("extensions", []),
           f"server metadata {md}")
     md = s.get(f"{base}/v2/models/identity").json()
     check(md["inputs"][0]["name"] == "x" and md["inputs"][0]["datatype"] == "FP32" and
@@ -227,6 +228,49 @@ def http_tests(base, inferd_log):
     check(out.returncode == 0 and '"data":[1.5,' in out.stdout, f"curl infer: {out.stdout[:200]}")
 
 
+def extension_tests(base, work):
+    """Triton's extensions: logging, trace, classification, config JSON, error texts, stats."""
+    s = requests.Session()
+    log = s.get(f"{base}/v2/logging").json()
+    check(log.get("log_info") is True and log.get("log_verbose_level") == 0, f"logging {log}")
+    r = s.post(f"{base}/v2/logging", json={"log_verbose_level": 1})
+    check(r.status_code == 200 and r.json()["log_verbose_level"] == 1, f"set logging {r.text}")
+    expect_error(s.post(f"{base}/v2/logging", json={"log_colour": True}), 400, "log_colour",
+                 "unknown log setting")
+    s.post(f"{base}/v2/logging", json={"log_verbose_level": 0})
+    trace_file = os.path.join(work, "trace.jsonl")
+    if os.path.exists(trace_file):
+        os.remove(trace_file)
+    r = s.post(f"{base}/v2/models/identity/trace/setting",
+               json={"trace_level": ["TIMESTAMPS"], "trace_rate": "1", "trace_count": "1",
+                     "trace_file": trace_file})
+    check(r.status_code == 200 and r.json()["trace_level"] == ["TIMESTAMPS"], f"trace {r.text}")
+    check(s.get(f"{base}/v2/trace/setting").json()["trace_level"] == ["OFF"], "global trace off")
+    expect_error(s.post(f"{base}/v2/trace/setting", json={"trace_rate": "0"}), 400, "trace_rate",
+                 "bad trace rate")
+    x = np.arange(16, dtype=np.float32).reshape(1, 16)
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 16], "data": x.tolist()}],
+            "outputs": [{"name": "y", "parameters": {"classification": 2}}]}
+    for _ in range(2):
+        r = s.post(f"{base}/v2/models/identity/infer", json=body)
+    out = r.json()["outputs"][0] if r.status_code == 200 else {}
+    check(out.get("datatype") == "BYTES" and out.get("shape") == [1, 2] and
+          out.get("data") == ["15.000000:15", "14.000000:14"], f"classification {r.text[:300]}")
+    lines = open(trace_file).read().splitlines() if os.path.exists(trace_file) else []
+    check(len(lines) == 1 and json.loads(lines[0])["model_name"] == "identity",
+          f"one trace line (trace_count 1): {lines}")
+    cfg = s.get(f"{base}/v2/models/add/config").json()
+    check(cfg["input"][0]["dims"] == [4] and
+          cfg["dynamic_batching"]["max_queue_delay_microseconds"] == 500,
+          f"config int64 fields are numbers: {cfg.get('input')}")
+    r = s.get(f"{base}/v2/models/nosuch")
+    check(r.json().get("error") == "Request for unknown model: 'nosuch' is not found",
+          f"Triton's unknown-model text: {r.text}")
+    stats = s.get(f"{base}/v2/models/identity/stats").json()["model_stats"][0]
+    check("cache_hit" in stats["inference_stats"] and "memory_usage" in stats and
+          "response_stats" in stats, f"Triton's statistics schema: {list(stats)}")
+
+
 def metrics_tests(metrics_url, work):
     r = requests.get(f"{metrics_url}/metrics")
     check(r.status_code == 200, "metrics status")
@@ -277,7 +321,13 @@ def grpc_tests(target, proto_dir, work):
     check(not unary("ModelReady", pb.ModelReadyRequest(name="nosuch"), pb.ModelReadyResponse).ready,
           "grpc unknown model not ready")
     md = unary("ServerMetadata", pb.ServerMetadataRequest(), pb.ServerMetadataResponse)
-    check(md.name == "inferd", "grpc server metadata")
+    check(md.name == "triton", "grpc server metadata (--id)")
+    log = unary("LogSettings", pb.LogSettingsRequest(), pb.LogSettingsResponse)
+    check(log.settings["log_info"].bool_param, f"grpc log settings {log}")
+    req = pb.TraceSettingRequest(model_name="add")
+    req.settings["trace_rate"].value.append("7")
+    tr = unary("TraceSetting", req, pb.TraceSettingResponse)
+    check(list(tr.settings["trace_rate"].value) == ["7"], f"grpc trace setting {tr}")
     md = unary("ModelMetadata", pb.ModelMetadataRequest(name="add", version="2"),
                pb.ModelMetadataResponse)
     check([t.name for t in md.inputs] == ["a", "b"] and md.inputs[0].datatype == "INT64",
@@ -354,6 +404,7 @@ def main():
     server = Server(args.inferd, repo, os.path.join(args.work_dir, "server.log"))
     try:
         for name, fn in (("http", lambda: http_tests(server.http, server.startup_log)),
+                         ("extensions", lambda: extension_tests(server.http, args.work_dir)),
                          ("metrics", lambda: metrics_tests(server.metrics, args.work_dir)),
                          ("grpc", lambda: grpc_tests(server.grpc, args.proto_dir, args.work_dir))):
             try:
