@@ -38,6 +38,13 @@ struct InferenceRequest {
   // Queue timeout; 0 = the model's default (the queue policy's default_timeout_microseconds).
   // Only honoured when the policy has allow_timeout_override.
   std::chrono::microseconds timeout{0};
+  // Sequence (stateful model) parameters: the correlation ID (`sequence_id`, an unsigned integer
+  // or a string; 0 / "" = none) and the START / END flags. Ignored by models without
+  // sequence_batching.
+  uint64_t sequence_id = 0;
+  std::string sequence_id_string;  // a string correlation ID (then sequence_id is 0)
+  bool sequence_start = false;
+  bool sequence_end = false;
   std::shared_ptr<const void> body;  // keeps memory viewed by `inputs` alive
 };
 
