@@ -72,9 +72,38 @@ SequenceBatcher::SequenceBatcher(const ModelSignature& signature,
                 : kDefaultIdle),
       clock_(clock),
       schedule_(std::move(schedule)),
-      fail_(std::move(fail)) {}
+      fail_(std::move(fail)) {
+  reaper_ = std::thread([this] { ReaperLoop(); });
+}
 
 SequenceBatcher::~SequenceBatcher() { Shutdown(); }
+
+Clock::TimePoint SequenceBatcher::NextIdleLocked() const {
+  Clock::TimePoint next = Clock::kForever;
+  for (const auto& [key, seq] : sequences_) {
+    if (seq.has_slot && !seq.in_flight && seq.pending.empty()) {
+      next = std::min(next, seq.last + idle_ + std::chrono::microseconds(1));
+    }
+  }
+  return next;
+}
+
+void SequenceBatcher::ReaperLoop() {
+  ReleasableMutexLock l(&mu_);
+  while (!stopping_) {
+    const Clock::TimePoint next = NextIdleLocked();
+    const Clock::TimePoint now = clock_.Now();
+    if (now < next) {
+      reaper_cv_.WaitUntil(&mu_, clock_, next);
+      continue;
+    }
+    Actions actions;
+    ExpireIdleLocked(now, &actions);
+    l.Unlock();
+    Run(std::move(actions));
+    l.Lock();
+  }
+}
 
 std::string SequenceBatcher::Key(const InferenceRequest& r) {
   if (!r.sequence_id_string.empty()) return "s:" + r.sequence_id_string;
@@ -291,6 +320,7 @@ void SequenceBatcher::OnDone(const std::string& key, bool end, const Status& sta
     }
     ExpireIdleLocked(clock_.Now(), &actions);
   }
+  reaper_cv_.NotifyOne();  // the sequence may now be idle: the reaper times it
   Run(std::move(actions));
 }
 
@@ -323,6 +353,8 @@ void SequenceBatcher::Shutdown() {
       seq.pending.clear();
     }
   }
+  reaper_cv_.NotifyAll();
+  if (reaper_.joinable() && reaper_.get_id() != std::this_thread::get_id()) reaper_.join();
   Run(std::move(actions));
 }
 

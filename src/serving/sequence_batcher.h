@@ -20,9 +20,9 @@
 //     START request gets the initial state (zeros). A failed request leaves the state unchanged.
 //     State outputs are never returned to the client.
 //   - Idle: a sequence without a request in flight or pending for longer than
-//     max_sequence_idle_microseconds (default 1 s, as Triton) is released when the batcher next
-//     looks (any Enqueue or completion); a later request for it without START then fails with
-//     Triton's "must specify the START flag" error.
+//     max_sequence_idle_microseconds (default 1 s, as Triton) is released by the batcher's reaper
+//     thread (which waits on the injected Clock) and its slot goes to the backlog; a later request
+//     for it without START then fails with Triton's "must specify the START flag" error.
 // Errors (INVALID_ARGUMENT, answered at once): no correlation ID, a batch size other than 1, a
 // request without START for a sequence that is not active, a string ID for a numeric CORRID.
 //
@@ -37,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/clock.h"
@@ -109,6 +110,9 @@ class SequenceBatcher {
   void AdvanceLocked(const std::string& key, Sequence& seq, Actions* actions) REQUIRES(mu_);
   // Adds the controls and state to the task's request and wraps its callback.
   Status PrepareLocked(const std::string& key, Sequence& seq, InferTask& task) REQUIRES(mu_);
+  // The earliest time a sequence holding a slot becomes idle; Clock::kForever when none can.
+  Clock::TimePoint NextIdleLocked() const REQUIRES(mu_);
+  void ReaperLoop() EXCLUDES(mu_);
   void OnDone(const std::string& key, bool end, const Status& status,
               InferenceResponse* response) EXCLUDES(mu_);
   void Run(Actions actions) EXCLUDES(mu_);
@@ -126,6 +130,8 @@ class SequenceBatcher {
   std::deque<std::string> backlog_ GUARDED_BY(mu_);  // sequences waiting for a slot
   size_t used_slots_ GUARDED_BY(mu_) = 0;
   bool stopping_ GUARDED_BY(mu_) = false;
+  CondVar reaper_cv_;   // with mu_: a sequence may have become idle, or stopping_
+  std::thread reaper_;  // started in the constructor, joined by Shutdown
 };
 
 }  // namespace inferd::serving

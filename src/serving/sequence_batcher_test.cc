@@ -233,6 +233,23 @@ TEST_F(SequenceBatcherTest, IdleSequenceIsReleased) {
   EXPECT_EQ(Out(Infer(Step(3, 4, true))), 4);
 }
 
+TEST_F(SequenceBatcherTest, IdleReleaseGivesTheSlotToTheBacklog) {
+  // One slot (max_batch_size 1, one instance): sequence 2 waits until sequence 1 is released.
+  Load(Config("direct {}", 1, 1000), &clock_);
+  EXPECT_EQ(Out(Infer(Step(1, 1, true))), 1);
+  auto waiting = testing::InferAsync(*manager_, Step(2, 5, true));
+  auto next = testing::InferAsync(*manager_, Step(2, 6));
+  EXPECT_EQ(waiting.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  clock_.Advance(std::chrono::microseconds(1001));  // the reaper releases sequence 1
+  EXPECT_EQ(Out(waiting.get()), 5);
+  EXPECT_EQ(Out(next.get()), 11);
+  // Sequence 1 lost its slot and its state.
+  auto late = Infer(Step(1, 1));
+  EXPECT_NE(late.status.message().find("sequence 1 to model 'acc' must specify the START"),
+            std::string::npos)
+      << late.status.message();
+}
+
 TEST_F(SequenceBatcherTest, ConcurrentSequencesMatchSerialResults) {
   // Three slots for six sequences: the later ones wait in the backlog until earlier ones end.
   for (const std::string strategy : {"direct { max_queue_delay_microseconds: 1000 }",
