@@ -140,8 +140,13 @@ TEST_F(SequenceBatcherTest, InterleavedSequencesKeepTheirOwnState) {
   EXPECT_EQ(Out(a), 1);
   EXPECT_EQ(Out(a, "CORR"), 7);
   EXPECT_EQ(Out(a, "ENDED"), 0);
-  // The state output is never returned.
+  // The state output is never returned, and metadata shows only the client's tensors.
   EXPECT_EQ(a.response.outputs.size(), 3u);
+  auto md = manager_->GetMetadata("acc");
+  ASSERT_TRUE(md.ok());
+  ASSERT_EQ(md->inputs.size(), 1u);
+  EXPECT_EQ(md->inputs[0].name, "INPUT");
+  EXPECT_EQ(md->outputs.size(), 3u);
   auto b = Infer(Step(9, 100, true));
   EXPECT_EQ(Out(b), 100);
   EXPECT_EQ(Out(b, "CORR"), 9);
