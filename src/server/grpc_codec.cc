@@ -110,6 +110,21 @@ StatusOr<std::unique_ptr<InferenceRequest>> DecodeGrpcInferRequest(
     } else if (key == "timeout") {
       ASSIGN_OR_RETURN(int64_t v, IntParameter(p, key));
       req->timeout = std::chrono::microseconds(v);
+    } else if (key == "sequence_id") {
+      // Triton's sequence extension: int64_param (or uint64_param) or string_param.
+      if (p.parameter_choice_case() == InferParameter::kStringParam) {
+        req->sequence_id_string = p.string_param();
+      } else if (p.parameter_choice_case() == InferParameter::kUint64Param) {
+        req->sequence_id = p.uint64_param();
+      } else {
+        ASSIGN_OR_RETURN(int64_t v, IntParameter(p, key));
+        req->sequence_id = static_cast<uint64_t>(v);
+      }
+    } else if (key == "sequence_start" || key == "sequence_end") {
+      if (p.parameter_choice_case() != InferParameter::kBoolParam) {
+        return InvalidArgument("parameter '{}' must be a bool_param", key);
+      }
+      (key == "sequence_start" ? req->sequence_start : req->sequence_end) = p.bool_param();
     }
   }
   if (msg.inputs_size() == 0) return InvalidArgument("request has no inputs");

@@ -195,9 +195,20 @@ Status ParseRequestParameters(const rapidjson::Value& params, InferenceRequest* 
       req->timeout = std::chrono::microseconds(static_cast<int64_t>(us));
     } else if (key == "binary_data_output") {
       ASSIGN_OR_RETURN(out->binary_by_default, GetBool(m.value, "parameter 'binary_data_output'"));
+    } else if (key == "sequence_id") {
+      // Triton's sequence extension: an unsigned integer or a string correlation ID.
+      if (m.value.IsString()) {
+        req->sequence_id_string.assign(m.value.GetString(), m.value.GetStringLength());
+      } else {
+        ASSIGN_OR_RETURN(req->sequence_id, GetUInt(m.value, "parameter 'sequence_id'"));
+      }
+    } else if (key == "sequence_start") {
+      ASSIGN_OR_RETURN(req->sequence_start, GetBool(m.value, "parameter 'sequence_start'"));
+    } else if (key == "sequence_end") {
+      ASSIGN_OR_RETURN(req->sequence_end, GetBool(m.value, "parameter 'sequence_end'"));
     }
-    // Other parameters (sequence ids, classification, ...) are ignored, as Triton does for
-    // parameters a model does not use.
+    // Other parameters (classification, ...) are ignored, as Triton does for parameters a model
+    // does not use.
   }
   return Status::Ok();
 }

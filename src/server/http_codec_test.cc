@@ -259,3 +259,61 @@ TEST(GrpcCodec, FuzzDecoderNeverCrashes) {
 
 }  // namespace
 }  // namespace inferd::server
+
+namespace inferd::server {
+namespace {
+
+TEST(HttpCodec, DecodesSequenceParameters) {
+  const std::string in = R"("inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1]}])";
+  auto r = Decode(R"({"parameters":{"sequence_id":18446744073709551615,"sequence_start":true,)"
+                  R"("sequence_end":false},)" + in + "}");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->request->sequence_id, 18446744073709551615ull);
+  EXPECT_TRUE(r->request->sequence_start);
+  EXPECT_FALSE(r->request->sequence_end);
+  r = Decode(R"({"parameters":{"sequence_id":"abc","sequence_end":true},)" + in + "}");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->request->sequence_id_string, "abc");
+  EXPECT_EQ(r->request->sequence_id, 0u);
+  EXPECT_TRUE(r->request->sequence_end);
+  ExpectInvalid(R"({"parameters":{"sequence_id":-1},)" + in + "}", "sequence_id");
+  ExpectInvalid(R"({"parameters":{"sequence_id":1.5},)" + in + "}", "sequence_id");
+  ExpectInvalid(R"({"parameters":{"sequence_start":1},)" + in + "}", "sequence_start");
+}
+
+TEST(GrpcCodec, DecodesSequenceParameters) {
+  inference::ModelInferRequest msg;
+  msg.set_model_name("m");
+  auto* in = msg.add_inputs();
+  in->set_name("x");
+  in->set_datatype("INT32");
+  in->add_shape(1);
+  in->mutable_contents()->add_int_contents(1);
+  auto& params = *msg.mutable_parameters();
+  params["sequence_id"].set_int64_param(42);
+  params["sequence_start"].set_bool_param(true);
+  auto r = DecodeGrpcInferRequest(msg, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->sequence_id, 42u);
+  EXPECT_TRUE((*r)->sequence_start);
+  EXPECT_FALSE((*r)->sequence_end);
+  params["sequence_id"].set_uint64_param(18446744073709551615ull);
+  params["sequence_end"].set_bool_param(true);
+  r = DecodeGrpcInferRequest(msg, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->sequence_id, 18446744073709551615ull);
+  EXPECT_TRUE((*r)->sequence_end);
+  params["sequence_id"].set_string_param("corr-1");
+  r = DecodeGrpcInferRequest(msg, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->sequence_id_string, "corr-1");
+  params["sequence_id"].set_int64_param(-4);
+  EXPECT_EQ(DecodeGrpcInferRequest(msg, nullptr).status().code(), StatusCode::kInvalidArgument);
+  params["sequence_id"].set_int64_param(4);
+  params["sequence_start"].set_int64_param(1);
+  auto bad = DecodeGrpcInferRequest(msg, nullptr);
+  EXPECT_NE(bad.status().message().find("sequence_start"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace inferd::server

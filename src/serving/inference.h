@@ -42,6 +42,13 @@ struct InferenceRequest {
   // Classification extension: requested output → class count (top-k), from the output's
   // `classification` parameter. Such an output is answered by `InferenceResponse::classified`.
   std::map<std::string, int64_t> classification;
+  // Sequence (stateful model) parameters: the correlation ID (`sequence_id`, an unsigned integer
+  // or a string; 0 / "" = none) and the START / END flags. Ignored by models without
+  // sequence_batching.
+  uint64_t sequence_id = 0;
+  std::string sequence_id_string;  // a string correlation ID (then sequence_id is 0)
+  bool sequence_start = false;
+  bool sequence_end = false;
   std::shared_ptr<const void> body;  // keeps memory viewed by `inputs` alive
 };
 

@@ -285,7 +285,99 @@ Status CheckInstancesImplemented(const ModelConfig& c) {
   return Status::Ok();
 }
 
+Status CheckControl(const std::string& name, const inference::ModelSequenceBatching::Control& c,
+                    std::set<int>* kinds) {
+  const std::string f = fmt::format("sequence_batching control_input '{}'", name);
+  if (!kinds->insert(c.kind()).second) {
+    return InvalidArgument("{}: control kind {} is given twice", f,
+                           inference::ModelSequenceBatching::Control::Kind_Name(c.kind()));
+  }
+  if (c.kind() == inference::ModelSequenceBatching::Control::CONTROL_SEQUENCE_CORRID) {
+    if (c.data_type() == inference::TYPE_STRING) {
+      return NotImplemented(f + " data_type TYPE_STRING", "string CORRID control inputs are");
+    }
+    return SequenceControlDataType(c).status().WithContext(f);
+  }
+  const int given = (c.int32_false_true_size() > 0) + (c.fp32_false_true_size() > 0) +
+                    (c.bool_false_true_size() > 0);
+  if (given != 1) {
+    return InvalidArgument("{}: exactly one of int32_false_true, fp32_false_true and "
+                           "bool_false_true must be given", f);
+  }
+  if (c.int32_false_true_size() + c.fp32_false_true_size() + c.bool_false_true_size() != 2) {
+    return InvalidArgument("{}: the false/true list must have 2 values", f);
+  }
+  return Status::Ok();
+}
+
+Status CheckSequenceImplemented(const ModelConfig& c) {
+  const auto& sb = c.sequence_batching();
+  if (sb.iterative_sequence()) {
+    return NotImplemented("sequence_batching iterative_sequence", "iterative sequences are");
+  }
+  std::set<int> kinds;
+  std::set<std::string> names;
+  for (const auto& ci : sb.control_input()) {
+    if (!names.insert(ci.name()).second) {
+      return InvalidArgument("sequence_batching: control_input '{}' is given twice", ci.name());
+    }
+    if (ci.control_size() != 1) {
+      return InvalidArgument("sequence_batching control_input '{}': exactly one control needed",
+                             ci.name());
+    }
+    RETURN_IF_ERROR(CheckControl(ci.name(), ci.control(0), &kinds));
+  }
+  for (const auto& st : sb.state()) {
+    const std::string f = fmt::format("sequence_batching state '{}'", st.input_name());
+    if (st.input_name().empty() || st.output_name().empty()) {
+      return InvalidArgument("sequence_batching state: input_name and output_name are required");
+    }
+    if (!names.insert(st.input_name()).second) {
+      return InvalidArgument("{}: the name is used twice", f);
+    }
+    RETURN_IF_ERROR(FromConfigDataType(st.data_type()).status().WithContext(f));
+    for (int64_t d : st.dims()) {
+      if (d < 1) return InvalidArgument("{}: dims must be fixed and >= 1", f);
+    }
+    for (const auto& init : st.initial_state()) {
+      if (init.has_data_file()) {
+        return NotImplemented(f + " initial_state data_file", "initial state files are");
+      }
+    }
+    if (st.use_growable_memory()) {
+      return NotImplemented(f + " use_growable_memory", "growable state buffers are");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+StatusOr<DataType> SequenceControlDataType(const inference::ModelSequenceBatching::Control& c) {
+  using Control = inference::ModelSequenceBatching::Control;
+  if (c.kind() == Control::CONTROL_SEQUENCE_CORRID) {
+    switch (c.data_type()) {
+      case inference::TYPE_UINT64: return DataType::kUInt64;
+      case inference::TYPE_INT64: return DataType::kInt64;
+      case inference::TYPE_UINT32: return DataType::kUInt32;
+      case inference::TYPE_INT32: return DataType::kInt32;
+      default:
+        return InvalidArgument("CORRID data_type must be TYPE_UINT64, TYPE_INT64, TYPE_UINT32, "
+                               "TYPE_INT32 or TYPE_STRING");
+    }
+  }
+  if (c.int32_false_true_size() > 0) return DataType::kInt32;
+  if (c.fp32_false_true_size() > 0) return DataType::kFloat32;
+  if (c.bool_false_true_size() > 0) return DataType::kBool;
+  return InvalidArgument("control {} gives no false/true values", Control::Kind_Name(c.kind()));
+}
+
+std::set<std::string> SequenceInputNames(const ModelConfig& c) {
+  std::set<std::string> names;
+  for (const auto& ci : c.sequence_batching().control_input()) names.insert(ci.name());
+  for (const auto& st : c.sequence_batching().state()) names.insert(st.input_name());
+  return names;
+}
 
 Status CheckImplemented(const ModelConfig& c) {
   if (!c.runtime().empty()) {
@@ -303,10 +395,7 @@ Status CheckImplemented(const ModelConfig& c) {
   if (c.model_repository_agents().agents_size() > 0) {
     return NotImplemented("model_repository_agents", "repository agents are");
   }
-  if (c.has_sequence_batching()) {
-    return Unimplemented("sequence_batching: the sequence batcher is not implemented yet (the "
-                         "config parses; stateful models cannot be served yet)");
-  }
+  if (c.has_sequence_batching()) RETURN_IF_ERROR(CheckSequenceImplemented(c));
   return Status::Ok();
 }
 
@@ -459,8 +548,11 @@ Status CheckReshape(const ValueInfo& model_value, const std::string& name,
 // Fills the inputs from the model when the config lists none, then checks each against it.
 Status CompleteInputs(const std::vector<ValueInfo>& inputs, ModelConfig* config) {
   const bool batching = config->max_batch_size() > 0;
+  // The sequence batcher feeds the control and state inputs; they are not client inputs.
+  const std::set<std::string> sequence = SequenceInputNames(*config);
   if (config->input_size() == 0) {
     for (const ValueInfo& v : inputs) {
+      if (sequence.count(v.name)) continue;
       auto* in = config->add_input();
       in->set_name(v.name);
       in->set_data_type(ToConfigDataType(v.dtype));
@@ -485,8 +577,18 @@ Status CompleteInputs(const std::vector<ValueInfo>& inputs, ModelConfig* config)
       RETURN_IF_ERROR(CheckDims(*it, in.dims(), config->max_batch_size(), "input"));
     }
   }
+  for (const std::string& name : sequence) {
+    if (seen.count(name)) {
+      return InvalidArgument("input '{}' is a sequence_batching control or state input and "
+                             "cannot also be listed as an input", name);
+    }
+    if (std::none_of(inputs.begin(), inputs.end(),
+                     [&](const ValueInfo& v) { return v.name == name; })) {
+      return InvalidArgument("sequence_batching input '{}' is not an input of the model", name);
+    }
+  }
   for (const ValueInfo& v : inputs) {
-    if (!seen.count(v.name)) {
+    if (!seen.count(v.name) && !sequence.count(v.name)) {
       return InvalidArgument("model input '{}' is missing from config.pbtxt", v.name);
     }
   }
@@ -498,8 +600,11 @@ Status CompleteInputs(const std::vector<ValueInfo>& inputs, ModelConfig* config)
 Status CompleteOutputs(const std::vector<ValueInfo>& outputs, ModelConfig* config,
                        std::set<std::string>* seen) {
   const bool batching = config->max_batch_size() > 0;
+  std::set<std::string> state_outputs;
+  for (const auto& st : config->sequence_batching().state()) state_outputs.insert(st.output_name());
   if (config->output_size() == 0) {
     for (const ValueInfo& v : outputs) {
+      if (state_outputs.count(v.name)) continue;  // the sequence batcher takes it
       auto* out = config->add_output();
       out->set_name(v.name);
       out->set_data_type(ToConfigDataType(v.dtype));
@@ -589,6 +694,19 @@ batching::BatchSchedulerOptions SchedulerOptionsFromConfig(const ModelConfig& co
   o.num_workers = std::max(1, num_workers);
   o.max_batch_size = std::max(1, config.max_batch_size());
   o.enable_batching = config.max_batch_size() > 0 && config.has_dynamic_batching();
+  if (config.has_sequence_batching()) {
+    // Requests of different sequences batch together (serving/sequence_batcher.h).
+    const auto& sb = config.sequence_batching();
+    o.enable_batching = config.max_batch_size() > 0;
+    if (sb.has_direct()) {
+      o.max_queue_delay = std::chrono::microseconds(sb.direct().max_queue_delay_microseconds());
+    } else if (sb.has_oldest()) {
+      o.max_queue_delay = std::chrono::microseconds(sb.oldest().max_queue_delay_microseconds());
+      for (int32_t p : sb.oldest().preferred_batch_size()) {
+        if (p >= 1 && p <= o.max_batch_size) o.preferred_batch_sizes.push_back(p);
+      }
+    }
+  }
   if (config.has_dynamic_batching()) {
     const auto& db = config.dynamic_batching();
     if (o.enable_batching) {

@@ -9,7 +9,8 @@
 // Features: a field inferd does not implement is an error naming the field when it changes what
 // the model computes or how requests are answered (CheckImplemented: Python and other backends,
 // GPU instances, ensembles, decoupled models, custom op libraries, shape tensors, batch
-// inputs/outputs, optional inputs, repository agents; sequence_batching "is not implemented yet"),
+// inputs/outputs, optional inputs, repository agents, sequence_batching's string CORRID and
+// initial state files),
 // and a warning when it is only a performance hint with no effect on results on a CPU server
 // (IgnoredConfigFields: CUDA graphs, pinned memory, accelerators, rate limiter, response cache,
 // metric tags, backend parameters, ...). Nothing is dropped silently.
@@ -32,6 +33,7 @@
 // precision.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,8 +60,16 @@ Status CompleteConfig(const std::string& model_name, const std::vector<ValueInfo
 Status ValidateConfigStandalone(const inference::ModelConfig& config);
 
 // INVALID_ARGUMENT naming the first field that asks for a feature inferd does not implement
-// (see above); UNIMPLEMENTED for sequence_batching, which is parsed and kept but not served yet.
+// (see above), including sequence_batching's unsupported parts (string CORRID, initial state
+// files, iterative sequences) and its consistency (one control per control_input, each kind once,
+// false/true pairs, fixed state dims).
 Status CheckImplemented(const inference::ModelConfig& config);
+
+// The tensor type of a sequence control: CORRID's data_type, else the type of the false/true
+// list given (int32, fp32 or bool). INVALID_ARGUMENT when there is none.
+StatusOr<DataType> SequenceControlDataType(const inference::ModelSequenceBatching::Control& c);
+// The names of the control and state inputs of sequence_batching (fed by the sequence batcher).
+std::set<std::string> SequenceInputNames(const inference::ModelConfig& config);
 
 // One line per field set in `config` that inferd accepts but ignores (performance hints without
 // effect on results here), naming the field; empty when there is none.

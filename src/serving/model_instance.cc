@@ -20,7 +20,9 @@ void Answer(const ModelSignature& sig, ModelStats& stats, InferTask& task, Statu
 }
 
 // Orders a task's outputs as it requested them (all outputs in config order when none was named).
-void OrderAsRequested(const std::vector<std::string>& requested, NamedTensors* outs) {
+// Implicit-state outputs (`internal`) stay, after the requested ones, for the sequence batcher.
+void OrderAsRequested(const ModelSignature& sig, const std::vector<std::string>& requested,
+                      NamedTensors* outs) {
   if (requested.empty()) return;
   NamedTensors ordered;
   for (const std::string& n : requested) {
@@ -28,11 +30,16 @@ void OrderAsRequested(const std::vector<std::string>& requested, NamedTensors* o
       if (o.first == n) ordered.push_back(o);
     }
   }
+  for (const OutputSpec& spec : sig.outputs) {
+    for (auto& o : *outs) {
+      if (spec.internal && o.first == spec.name) ordered.push_back(o);
+    }
+  }
   *outs = std::move(ordered);
 }
 
 bool Wanted(const OutputSpec& spec, std::span<std::unique_ptr<InferTask>> tasks) {
-  bool wanted = false;
+  bool wanted = spec.internal;
   for (auto& t : tasks) {
     const auto& req = t->request->requested_outputs;
     wanted |= req.empty() || std::find(req.begin(), req.end(), spec.name) != req.end();
@@ -150,7 +157,7 @@ void ModelInstance::Execute(std::span<std::unique_ptr<InferTask>> tasks, SteadyT
   stats_.RecordExecution(total_rows, tasks.size(), times);
 
   for (size_t i = 0; i < tasks.size(); ++i) {
-    OrderAsRequested(tasks[i]->request->requested_outputs, &per_task[i]);
+    OrderAsRequested(signature_, tasks[i]->request->requested_outputs, &per_task[i]);
     CompleteTask(signature_, stats_, *tasks[i], std::move(per_task[i]));
   }
 }

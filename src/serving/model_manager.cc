@@ -458,9 +458,12 @@ StatusOr<ModelMetadata> ModelManager::GetMetadata(const std::string& name,
     if (sig.batching()) t.shape.insert(t.shape.begin(), -1);
     return t;
   };
-  for (const auto& in : sig.inputs) md.inputs.push_back(describe(in.name, in.dtype, in.dims));
+  // Sequence control and state tensors (internal) are not the client's.
+  for (const auto& in : sig.inputs) {
+    if (!in.internal) md.inputs.push_back(describe(in.name, in.dtype, in.dims));
+  }
   for (const auto& out : sig.outputs) {
-    md.outputs.push_back(describe(out.name, out.dtype, out.dims));
+    if (!out.internal) md.outputs.push_back(describe(out.name, out.dtype, out.dims));
   }
   return md;
 }

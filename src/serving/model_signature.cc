@@ -61,16 +61,58 @@ StatusOr<OutputSpec> MakeOutputSpec(const inference::ModelOutput& out,
   return spec;
 }
 
+// The control and state inputs and the state outputs of a config with sequence_batching.
+Status AddSequenceSpecs(const inference::ModelConfig& config,
+                        const std::vector<ValueInfo>& model_outputs, ModelSignature* sig) {
+  const auto& sb = config.sequence_batching();
+  for (const auto& ci : sb.control_input()) {
+    InputSpec spec;
+    spec.name = ci.name();
+    if (ci.control_size() != 1) {
+      return InvalidArgument("sequence_batching: control_input '{}' must have exactly one control",
+                             ci.name());
+    }
+    ASSIGN_OR_RETURN(spec.dtype, SequenceControlDataType(ci.control(0)));
+    spec.dims = {1};
+    spec.internal = true;
+    sig->inputs.push_back(std::move(spec));
+  }
+  for (const auto& st : sb.state()) {
+    InputSpec in;
+    in.name = st.input_name();
+    ASSIGN_OR_RETURN(in.dtype, FromConfigDataType(st.data_type()));
+    in.dims.assign(st.dims().begin(), st.dims().end());
+    in.internal = true;
+    OutputSpec out;
+    out.name = st.output_name();
+    out.dtype = in.dtype;
+    out.dims = in.dims;
+    out.internal = true;
+    auto it = std::find_if(model_outputs.begin(), model_outputs.end(),
+                           [&](const ValueInfo& v) { return v.name == st.output_name(); });
+    if (it == model_outputs.end()) {
+      return InvalidArgument("sequence_batching: state output '{}' is not an output of the model",
+                             st.output_name());
+    }
+    out.model_index = it - model_outputs.begin();
+    sig->inputs.push_back(std::move(in));
+    sig->outputs.push_back(std::move(out));
+  }
+  return Status::Ok();
+}
+
 // Matches the request's inputs to the specs: given[k] is the tensor for inputs[k].
 Status MatchInputs(const ModelSignature& sig, const InferenceRequest& r,
                    std::vector<const Tensor*>* given) {
   given->assign(sig.inputs.size(), nullptr);
   for (const InferInput& in : r.inputs) {
     auto it = std::find_if(sig.inputs.begin(), sig.inputs.end(),
-                           [&](const InputSpec& s) { return s.name == in.name; });
+                           [&](const InputSpec& s) { return s.name == in.name && !s.internal; });
     if (it == sig.inputs.end()) {
       std::string names;
-      for (const auto& s : sig.inputs) names += (names.empty() ? "" : ", ") + s.name;
+      for (const auto& s : sig.inputs) {
+        if (!s.internal) names += (names.empty() ? "" : ", ") + s.name;
+      }
       return InvalidArgument("unexpected input '{}' for model '{}' (expected: {})", in.name,
                              sig.name, names);
     }
@@ -118,7 +160,7 @@ Status CheckRequestedOutputs(const ModelSignature& sig, const InferenceRequest& 
   std::set<std::string> requested;
   for (const std::string& o : r.requested_outputs) {
     if (std::none_of(sig.outputs.begin(), sig.outputs.end(),
-                     [&](const OutputSpec& s) { return s.name == o; })) {
+                     [&](const OutputSpec& s) { return s.name == o && !s.internal; })) {
       return InvalidArgument("unknown output '{}' requested from model '{}'", o, sig.name);
     }
     if (!requested.insert(o).second) return InvalidArgument("output '{}' requested twice", o);
@@ -152,6 +194,7 @@ StatusOr<ModelSignature> BuildSignature(const std::string& name, int64_t version
     ASSIGN_OR_RETURN(OutputSpec spec, MakeOutputSpec(out, model_outputs, sig.inputs));
     sig.outputs.push_back(std::move(spec));
   }
+  if (config.has_sequence_batching()) RETURN_IF_ERROR(AddSequenceSpecs(config, model_outputs, &sig));
   return sig;
 }
 
@@ -225,6 +268,7 @@ StatusOr<int64_t> ValidateRequest(const ModelSignature& sig, const InferenceRequ
   RETURN_IF_ERROR(MatchInputs(sig, r, &given));
   int64_t batch = -1;
   for (size_t k = 0; k < sig.inputs.size(); ++k) {
+    if (sig.inputs[k].internal) continue;
     if (given[k] == nullptr) {
       return InvalidArgument("missing input '{}' for model '{}'", sig.inputs[k].name, sig.name);
     }

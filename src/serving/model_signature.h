@@ -26,6 +26,8 @@ struct InputSpec {
   bool ragged = false;
   std::optional<Shape> reshape;
   std::vector<std::string> params;  // the model's symbolic dim names (with the batch dim)
+  // A sequence control or implicit-state input: fed by the sequence batcher, never by a client.
+  bool internal = false;
 };
 
 struct OutputSpec {
@@ -37,6 +39,8 @@ struct OutputSpec {
   size_t model_index = 0;  // position in the session's outputs
   // Per output dim: the (input, dim) it follows under ragged batching, or (-1, -1).
   std::vector<std::pair<int, int>> follows;
+  // An implicit-state output: always computed, taken by the sequence batcher, never returned.
+  bool internal = false;
 };
 
 struct ModelSignature {
@@ -50,7 +54,8 @@ struct ModelSignature {
   bool batching() const { return max_batch_size > 0; }
 };
 
-// The signature of a validated, completed `config` for a session with `model_inputs` and
+// The signature of a validated, completed `config` (with sequence_batching, its control and
+// state inputs and state outputs are appended as `internal` specs) for a session with `model_inputs` and
 // `model_outputs`. INVALID_ARGUMENT for a config data type with no tensor type.
 StatusOr<ModelSignature> BuildSignature(const std::string& name, int64_t version,
                                         const inference::ModelConfig& config,

@@ -100,7 +100,10 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Create(const std::string& 
   return v;
 }
 
-ModelVersion::~ModelVersion() { scheduler_.reset(); }  // drains: every queued callback runs
+ModelVersion::~ModelVersion() {
+  if (sequences_) sequences_->Shutdown();  // requests waiting for their turn fail
+  scheduler_.reset();                      // drains: every queued callback runs
+}
 
 Status ModelVersion::StartScheduler(int instances, Clock& clock) {
   for (int i = 0; i < instances; ++i) {
@@ -117,6 +120,16 @@ Status ModelVersion::StartScheduler(int instances, Clock& clock) {
       });
   if (!scheduler.ok()) return scheduler.status().WithContext("dynamic_batching");
   scheduler_ = std::move(scheduler).value();
+  if (!config_->has_sequence_batching()) return Status::Ok();
+  batching::BatchScheduler<InferTask>* raw = scheduler_.get();
+  auto sequences = SequenceBatcher::Create(
+      signature_, *config_, instances, clock,
+      [raw](std::unique_ptr<InferTask>* task) { return raw->Schedule(task, {}); },
+      [this](InferTask& task, FailureReason reason, Status s) {
+        FailTask(signature_, stats_, task, reason, std::move(s));
+      });
+  if (!sequences.ok()) return sequences.status().WithContext("sequence_batching");
+  sequences_ = std::move(sequences).value();
   return Status::Ok();
 }
 
@@ -134,6 +147,7 @@ void ModelVersion::Enqueue(std::unique_ptr<InferenceRequest> request, ResponseCa
   const batching::ScheduleOptions so{request->priority, request->timeout};
   task->request = std::move(request);
   stats_.AddPending(1);
+  if (sequences_) return sequences_->Enqueue(std::move(task));
   Status s = scheduler_->Schedule(&task, so);
   if (s.ok()) return;
   // Ownership stayed with us. The scheduler stops only when this version is destroyed, which

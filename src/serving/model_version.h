@@ -29,6 +29,7 @@
 #include "serving/model_instance.h"
 #include "serving/model_signature.h"
 #include "serving/model_stats.h"
+#include "serving/sequence_batcher.h"
 
 namespace inferd::batching {
 template <class Task>
@@ -87,6 +88,9 @@ class ModelVersion {
   ModelSignature signature_;
   ModelStats stats_;
   std::vector<std::unique_ptr<ModelInstance>> instances_;  // one per scheduler worker
+  // With sequence_batching: decides when each sequence's requests go to scheduler_. Shut down
+  // before scheduler_ drains, destroyed after it.
+  std::unique_ptr<SequenceBatcher> sequences_;
   std::unique_ptr<batching::BatchScheduler<InferTask>> scheduler_;  // destroyed first
 };
 
