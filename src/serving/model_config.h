@@ -44,7 +44,7 @@ Status CompleteConfig(const std::string& model_name, const std::vector<ValueInfo
 // Checks what needs no model: name, platform, batching and instance settings.
 Status ValidateConfigStandalone(const inference::ModelConfig& config);
 
-// TYPE_* ↔ DataType. TYPE_STRING and TYPE_INVALID are INVALID_ARGUMENT.
+// TYPE_* ↔ DataType (TYPE_STRING ↔ kString). TYPE_INVALID is INVALID_ARGUMENT.
 StatusOr<DataType> FromConfigDataType(inference::DataType t);
 inference::DataType ToConfigDataType(DataType t);  // TYPE_INVALID when there is none
 

@@ -17,6 +17,7 @@ class CpuExecutionProvider final : public ExecutionProvider {
     cpu::RegisterObjectDetectionKernels(registry_);
     cpu::RegisterControlFlowKernels(registry_);
     cpu::RegisterFusedKernels(registry_);
+    cpu::RegisterTextKernels(registry_);
   }
   std::string_view Name() const override { return "cpu"; }
   const KernelRegistry& Registry() const override { return registry_; }

@@ -16,5 +16,6 @@ void RegisterQuantizationKernels(KernelRegistry& r);     // quantization/: QDQ, 
 void RegisterObjectDetectionKernels(KernelRegistry& r);  // object_detection/: NMS, RoiAlign
 void RegisterControlFlowKernels(KernelRegistry& r);      // controlflow/: If, Loop, Scan
 void RegisterFusedKernels(KernelRegistry& r);            // fused/: ai.inferd ops (optimizer)
+void RegisterTextKernels(KernelRegistry& r);             // text/: StringNormalizer
 
 }  // namespace inferd::cpu
