@@ -263,7 +263,8 @@ TEST(GrpcCodec, FuzzDecoderNeverCrashes) {
 
 // Strings with the awkward cases: empty, an embedded NUL, non-ASCII UTF-8.
 const std::vector<std::string>& Awkward() {
-  static const std::vector<std::string> v = {"", std::string("a\0b", 3), "h\xc3\xa9llo \xe2\x82\xac"};
+  static const std::vector<std::string> v = {"", std::string("a\0b", 3),
+                                             "h\xc3\xa9llo \xe2\x82\xac"};
   return v;
 }
 
@@ -350,7 +351,9 @@ TEST(GrpcCodec, BytesContentsRawAndOutputs) {
   for (const std::string& v : Awkward()) in->mutable_contents()->add_bytes_contents(v);
   auto r = DecodeGrpcInferRequest(msg, nullptr);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  for (int i = 0; i < 3; ++i) EXPECT_EQ((*r)->inputs[0].tensor.data<std::string>()[i], Awkward()[i]);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ((*r)->inputs[0].tensor.data<std::string>()[i], Awkward()[i]);
+  }
   in->mutable_contents()->add_bytes_contents("extra");
   EXPECT_EQ(DecodeGrpcInferRequest(msg, nullptr).status().code(), StatusCode::kInvalidArgument);
 

@@ -183,8 +183,8 @@ void RegisterVariadicKernels(KernelRegistry& r) {
   r.Add("Mean", 6, kOpsetMax, NumericTypes(), MakeKernel<VariadicKernel<MeanFold>>());
   r.Add("Max", 6, kOpsetMax, NumericTypes(), MakeKernel<VariadicKernel<MaxFold>>());
   r.Add("Min", 6, kOpsetMax, NumericTypes(), MakeKernel<VariadicKernel<MinFold>>());
-  r.Add("Where", 9, kOpsetMax, {DataType::kString}, OnStringIndices(MakeKernel<WhereKernel>(), {1, 2}),
-        /*type_input=*/1);
+  r.Add("Where", 9, kOpsetMax, {DataType::kString},
+        OnStringIndices(MakeKernel<WhereKernel>(), {1, 2}), /*type_input=*/1);
   r.Add("Where", 9, kOpsetMax, AllTypes(), MakeKernel<WhereKernel>(), /*type_input=*/1);
   r.Add("PRelu", 7, kOpsetMax, NumericTypes(), MakeKernel<PReluKernel>());
 }

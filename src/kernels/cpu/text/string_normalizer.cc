@@ -33,8 +33,8 @@ class StringNormalizerKernel final : public OpKernel {
     } else if (action == "UPPER") {
       action_ = Action::kUpper;
     } else if (action != "NONE") {
-      return InvalidArgument("StringNormalizer: case_change_action '{}' is not NONE, LOWER or UPPER",
-                             action);
+      return InvalidArgument(
+          "StringNormalizer: case_change_action '{}' is not NONE, LOWER or UPPER", action);
     }
     case_sensitive_ = n.GetInt("is_case_sensitive", 0) != 0;
     if (const Attribute* a = n.FindAttribute("stopwords")) {
