@@ -2,20 +2,37 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 namespace inferd::batching {
 namespace {
 
+// Bytes between consecutive elements of the buffer: a string tensor's buffer is an array of
+// std::string objects (common/tensor.h), which are copied by assignment, never by memcpy.
+size_t ElementStride(DataType t) {
+  return t == DataType::kString ? sizeof(std::string) : SizeOf(t);
+}
+
+// Copies n elements (consecutive in both buffers).
+void CopyElements(const uint8_t* src, uint8_t* dst, int64_t n, size_t esize, bool strings) {
+  if (strings) {
+    std::copy_n(reinterpret_cast<const std::string*>(src), n, reinterpret_cast<std::string*>(dst));
+  } else {
+    std::memcpy(dst, src, static_cast<size_t>(n) * esize);
+  }
+}
+
 // Recursive strided copy of `region` elements; the innermost dim is one memcpy.
 void CopyBlock(const uint8_t* src, const int64_t* src_strides, uint8_t* dst,
-               const int64_t* dst_strides, const int64_t* region, size_t rank, size_t esize) {
+               const int64_t* dst_strides, const int64_t* region, size_t rank, size_t esize,
+               bool strings) {
   if (rank == 1) {
-    std::memcpy(dst, src, static_cast<size_t>(region[0]) * esize);
+    CopyElements(src, dst, region[0], esize, strings);
     return;
   }
   for (int64_t i = 0; i < region[0]; ++i) {
     CopyBlock(src + i * src_strides[0] * esize, src_strides + 1, dst + i * dst_strides[0] * esize,
-              dst_strides + 1, region + 1, rank - 1, esize);
+              dst_strides + 1, region + 1, rank - 1, esize, strings);
   }
 }
 
@@ -56,10 +73,10 @@ Status CopyRegion(const Tensor& src, const Shape& region, Tensor* dst, int64_t d
   if (NumElements(region) == 0) return Status::Ok();
   const auto src_strides = StridesOf(src.shape());
   const auto dst_strides = StridesOf(dst->shape());
-  const size_t esize = SizeOf(src.dtype());
+  const size_t esize = ElementStride(src.dtype());
   auto* out = static_cast<uint8_t*>(dst->raw_data()) + dst_row * dst_strides[0] * esize;
   CopyBlock(static_cast<const uint8_t*>(src.raw_data()), src_strides.data(), out,
-            dst_strides.data(), region.data(), region.size(), esize);
+            dst_strides.data(), region.data(), region.size(), esize, src.is_string());
   return Status::Ok();
 }
 
@@ -67,7 +84,7 @@ StatusOr<Tensor> ConcatBatch(std::span<const Tensor> parts, const ConcatOptions&
   if (parts.empty()) return InvalidArgument("ConcatBatch: no tensors");
   const Tensor& first = parts[0];
   if (first.rank() < 1) return InvalidArgument("ConcatBatch: tensors need a batch dimension");
-  if (SizeOf(first.dtype()) == 0) {
+  if (ElementStride(first.dtype()) == 0) {
     return InvalidArgument("ConcatBatch: unsupported element type {}", DataTypeName(first.dtype()));
   }
   Shape out_shape = first.shape();
@@ -102,14 +119,17 @@ StatusOr<Tensor> ConcatBatch(std::span<const Tensor> parts, const ConcatOptions&
     // are dense row-major), one memcpy each. This is the common case; the strided copy below
     // cost more in bookkeeping than in copying for small batch-1 requests.
     auto* dst = static_cast<uint8_t*>(out.raw_data());
+    const size_t esize = ElementStride(first.dtype());
     for (const Tensor& p : parts) {
-      const size_t bytes = p.ByteSize();
-      if (bytes > 0) std::memcpy(dst, p.raw_data(), bytes);
-      dst += bytes;
+      if (p.NumElements() == 0) continue;
+      CopyElements(static_cast<const uint8_t*>(p.raw_data()), dst, p.NumElements(), esize,
+                   p.is_string());
+      dst += static_cast<size_t>(p.NumElements()) * esize;
     }
     return out;
   }
-  if (options.pad_value != 0.0) Fill(&out, options.pad_value);
+  // Strings pad with the empty string (pad_value is a number).
+  if (options.pad_value != 0.0 && !out.is_string()) Fill(&out, options.pad_value);
   int64_t row = 0;
   for (const Tensor& p : parts) {
     RETURN_IF_ERROR(CopyRegion(p, p.shape(), &out, row));
@@ -160,15 +180,17 @@ StatusOr<std::vector<Tensor>> SplitBatch(const Tensor& batched, std::span<const 
     return pieces;
   }
   const auto strides = StridesOf(batched.shape());
-  const size_t esize = SizeOf(batched.dtype());
+  const size_t esize = ElementStride(batched.dtype());
   int64_t row = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     Tensor piece = Tensor::Allocate(batched.dtype(), targets[i]);
     const auto* base = static_cast<const uint8_t*>(batched.raw_data());
     if (std::equal(targets[i].begin() + 1, targets[i].end(), batched.shape().begin() + 1)) {
       // Not cropped: the piece is a contiguous block of rows.
-      const size_t bytes = piece.ByteSize();
-      if (bytes > 0) std::memcpy(piece.raw_data(), base + row * strides[0] * esize, bytes);
+      if (piece.NumElements() > 0) {
+        CopyElements(base + row * strides[0] * esize, static_cast<uint8_t*>(piece.raw_data()),
+                     piece.NumElements(), esize, piece.is_string());
+      }
       pieces.push_back(std::move(piece));
       row += rows[i];
       continue;

@@ -6,6 +6,7 @@
 //   ...run...
 //   ASSIGN_OR_RETURN(auto pieces, SplitBatch(out, {2, 3}, {{2, 5, -1}, {3, 7, -1}}));
 //
+// Every element type works, strings (BYTES) included: their elements are copied as std::string.
 // All functions are thread-safe (no shared state) and return INVALID_ARGUMENT on inconsistent
 // input (mismatched dtypes or ranks, rows that do not add up), never crash.
 #pragma once
@@ -23,7 +24,8 @@ struct ConcatOptions {
   // false: every part must have the same dims after dim 0. true: parts may differ in any dim after
   // dim 0; each is padded at the end of those dims up to the largest size among the parts.
   bool allow_ragged = false;
-  // Value written into padding, converted to the element type (bool: != 0).
+  // Value written into padding, converted to the element type (bool: != 0). String tensors
+  // (BYTES) are padded with empty strings whatever the value.
   double pad_value = 0.0;
 };
 

@@ -144,5 +144,57 @@ TEST(BatchAssemblyTest, BadInputs) {
   EXPECT_FALSE(SplitBatch(t, rows, one).ok());
 }
 
+Tensor Strings(std::vector<std::string> v, Shape shape) {
+  StatusOr<Tensor> t = Tensor::FromStrings(std::move(v), std::move(shape));
+  EXPECT_TRUE(t.ok());
+  return *t;
+}
+
+TEST(BatchAssemblyTest, StringsConcatAndSplit) {
+  const std::string nul("a\0b", 3);
+  Tensor a = Strings({"", nul}, {1, 2});
+  Tensor b = Strings({"\xc3\xa9", "x", "yy", "zzz"}, {2, 2});
+  Tensor parts[] = {a, b};
+  StatusOr<Tensor> batch = ConcatBatch(parts);
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  ASSERT_EQ(batch->shape(), Shape({3, 2}));
+  const std::string* s = batch->data<std::string>();
+  EXPECT_EQ(s[0], "");
+  EXPECT_EQ(s[1], nul);
+  EXPECT_EQ(s[2], "\xc3\xa9");
+  EXPECT_EQ(s[5], "zzz");
+  const int64_t rows[] = {1, 2};
+  StatusOr<std::vector<Tensor>> pieces = SplitBatch(*batch, rows);
+  ASSERT_TRUE(pieces.ok());
+  EXPECT_EQ((*pieces)[0].data<std::string>()[1], nul);
+  EXPECT_EQ((*pieces)[1].data<std::string>()[3], "zzz");
+  // The pieces own copies: changing the batch leaves them alone.
+  batch->data<std::string>()[5] = "changed";
+  EXPECT_EQ((*pieces)[1].data<std::string>()[3], "zzz");
+}
+
+TEST(BatchAssemblyTest, RaggedStringsPadWithEmptyAndCrop) {
+  Tensor a = Strings({"p", "q", "r"}, {1, 3});
+  Tensor b = Strings({"s"}, {1, 1});
+  Tensor parts[] = {a, b};
+  StatusOr<Tensor> batch = ConcatBatch(parts, {.allow_ragged = true, .pad_value = 7});
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  ASSERT_EQ(batch->shape(), Shape({2, 3}));
+  const std::string* s = batch->data<std::string>();
+  EXPECT_EQ(s[3], "s");
+  EXPECT_EQ(s[4], "");  // padding is the empty string
+  EXPECT_EQ(s[5], "");
+  const int64_t rows[] = {1, 1};
+  const Shape shapes[] = {{1, 3}, {1, 1}};
+  StatusOr<std::vector<Tensor>> pieces = SplitBatch(*batch, rows, shapes);
+  ASSERT_TRUE(pieces.ok());
+  ASSERT_EQ((*pieces)[1].shape(), Shape({1, 1}));
+  EXPECT_EQ((*pieces)[1].data<std::string>()[0], "s");
+  EXPECT_EQ((*pieces)[0].data<std::string>()[2], "r");
+  // Mixed element types are refused.
+  Tensor mixed[] = {a, Iota({1, 3})};
+  EXPECT_FALSE(ConcatBatch(mixed).ok());
+}
+
 }  // namespace
 }  // namespace inferd::batching

@@ -20,7 +20,7 @@ enum class DataType : int32_t {
   kInt16 = 5,
   kInt32 = 6,
   kInt64 = 7,
-  kString = 8,  // recognised so models can name it; no kernel computes on strings
+  kString = 8,  // elements are std::string objects owned by the tensor (see tensor.h)
   kBool = 9,
   kFloat16 = 10,
   kFloat64 = 11,
@@ -31,11 +31,13 @@ enum class DataType : int32_t {
   kBFloat16 = 16,
 };
 
-// Bytes per element; 0 for kUndefined and kString.
+// Bytes per element; 0 for kUndefined and kString (strings are not fixed-width bytes: a string
+// tensor holds std::string objects, and byte-wise code must not touch them).
 size_t SizeOf(DataType t);
 // Lower-case name as numpy spells it: "float32", "int64", "bool", "bfloat16", ...
 const char* DataTypeName(DataType t);
-// True for every type a Tensor can hold (all numeric types and bool).
+// True for every fixed-width type a Tensor can hold (all numeric types and bool); false for
+// kString, which a Tensor holds too but which byte-wise kernels must not see.
 bool IsSupportedDataType(DataType t);
 bool IsFloatingPoint(DataType t);  // float16/32/64, bfloat16
 bool IsInteger(DataType t);        // signed and unsigned integers (not bool)
@@ -62,6 +64,7 @@ INFERD_DT(uint16_t, kUInt16)
 INFERD_DT(uint32_t, kUInt32)
 INFERD_DT(uint64_t, kUInt64)
 INFERD_DT(bool, kBool)
+INFERD_DT(std::string, kString)
 #undef INFERD_DT
 
 // Calls fn(T{}) with the C++ type of `t` for every supported type; returns fn's result.

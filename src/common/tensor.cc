@@ -1,5 +1,6 @@
 #include "common/tensor.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -24,10 +25,35 @@ std::vector<int64_t> StridesOf(const Shape& shape) {
   return strides;
 }
 
+namespace {
+
+// An owned array of n constructed std::string objects, destroyed with the last owner.
+void AllocateStrings(size_t n, void** data, std::shared_ptr<void>* owner) {
+  void* p = std::aligned_alloc(Tensor::kAlignment, std::max<size_t>(
+      (n * sizeof(std::string) + Tensor::kAlignment - 1) / Tensor::kAlignment * Tensor::kAlignment,
+      Tensor::kAlignment));
+  if (p == nullptr) throw std::bad_alloc();
+  auto* s = static_cast<std::string*>(p);
+  for (size_t i = 0; i < n; ++i) new (s + i) std::string();
+  *owner = std::shared_ptr<void>(p, [n](void* q) {
+    auto* strings = static_cast<std::string*>(q);
+    for (size_t i = 0; i < n; ++i) strings[i].~basic_string();
+    std::free(q);
+  });
+  *data = p;
+}
+
+}  // namespace
+
 Tensor Tensor::Allocate(DataType dtype, Shape shape) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
+  if (dtype == DataType::kString) {
+    AllocateStrings(static_cast<size_t>(std::max<int64_t>(t.NumElements(), 0)), &t.data_,
+                    &t.owner_);
+    return t;
+  }
   size_t bytes = t.ByteSize();
   size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (rounded == 0) rounded = kAlignment;
@@ -62,8 +88,23 @@ StatusOr<Tensor> Tensor::Reshaped(Shape shape) const {
   return t;
 }
 
+StatusOr<Tensor> Tensor::FromStrings(std::vector<std::string> values, Shape shape) {
+  if (shape.empty() && values.size() != 1) shape = {static_cast<int64_t>(values.size())};
+  if (inferd::NumElements(shape) != static_cast<int64_t>(values.size())) {
+    return InvalidArgument("{} strings do not fill shape {}", values.size(), ShapeToString(shape));
+  }
+  Tensor t = Allocate(DataType::kString, std::move(shape));
+  std::string* s = t.data<std::string>();
+  for (size_t i = 0; i < values.size(); ++i) s[i] = std::move(values[i]);
+  return t;
+}
+
 Tensor Tensor::Clone() const {
   Tensor t = Allocate(dtype_, shape_);
+  if (dtype_ == DataType::kString) {
+    std::copy_n(data<std::string>(), NumElements(), t.data<std::string>());
+    return t;
+  }
   if (ByteSize() > 0) std::memcpy(t.data_, data_, ByteSize());
   return t;
 }
@@ -95,6 +136,13 @@ StatusOr<std::vector<int64_t>> Tensor::ToInt64Vector() const {
   std::vector<int64_t> out(static_cast<size_t>(NumElements()));
   for (size_t i = 0; i < out.size(); ++i) out[i] = GetAsInt64(static_cast<int64_t>(i));
   return out;
+}
+
+size_t Tensor::StringBytes() const {
+  if (dtype_ != DataType::kString || data_ == nullptr) return 0;
+  size_t n = 0;
+  for (const std::string& s : values<std::string>()) n += s.size();
+  return n;
 }
 
 std::string Tensor::DebugString() const {

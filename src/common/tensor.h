@@ -3,6 +3,15 @@
 // A Tensor either owns its memory (shared, reference-counted, 64-byte aligned) or is a view into
 // memory owned by someone else (a request body, an arena). Copying a Tensor is cheap and shares the
 // buffer; use Clone() for a deep copy. Tensors are not synchronized: share them read-only.
+//
+// String tensors (DataType::kString, ONNX STRING, KServe BYTES): the buffer is an array of
+// NumElements() constructed std::string objects (arbitrary bytes, embedded NULs allowed), so a
+// kernel reads and writes them as data<std::string>()[i]. Allocate() constructs them (empty) and
+// the owner's deleter destroys them; Clone() copies them element by element. SizeOf(kString) and
+// ByteSize() are 0, which keeps strings out of every byte-wise path: the executor's arena (it
+// places only outputs with a byte size, so string outputs always come from Allocate on the heap),
+// memcpy-based kernels (they dispatch on SizeOf and reject size 0) and raw-byte serialisation.
+// Numeric tensors pay one dtype comparison in Allocate and Clone, nothing else.
 #pragma once
 
 #include <cstdint>
@@ -54,7 +63,11 @@ class Tensor {
     return t;
   }
 
+  // A string tensor holding `values` (shape {n} unless given; the element count must match).
+  static StatusOr<Tensor> FromStrings(std::vector<std::string> values, Shape shape);
+
   bool defined() const { return dtype_ != DataType::kUndefined; }
+  bool is_string() const { return dtype_ == DataType::kString; }
   DataType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
@@ -79,7 +92,7 @@ class Tensor {
 
   // Same buffer, new shape with the same element count (checked).
   StatusOr<Tensor> Reshaped(Shape shape) const;
-  // Deep copy into a new owned buffer.
+  // Deep copy into a new owned buffer (strings are copied element by element).
   Tensor Clone() const;
   // True if this tensor owns (or shares ownership of) its buffer.
   bool owns_data() const { return owner_ != nullptr; }
@@ -93,6 +106,8 @@ class Tensor {
 
   // "float32[1, 3, 224, 224]"
   std::string DebugString() const;
+  // Sum of the string lengths of a string tensor (0 for other types): its payload size.
+  size_t StringBytes() const;
 
  private:
   DataType dtype_ = DataType::kUndefined;

@@ -116,3 +116,51 @@ TEST(TensorTest, ScalarsAndIntVectors) {
 
 }  // namespace
 }  // namespace inferd
+
+namespace inferd {
+namespace {
+
+TEST(StringTensorTest, AllocateConstructsEmptyStrings) {
+  Tensor t = Tensor::Allocate(DataType::kString, {2, 3});
+  EXPECT_TRUE(t.is_string());
+  EXPECT_EQ(t.NumElements(), 6);
+  EXPECT_EQ(t.ByteSize(), 0u);  // strings stay out of byte-wise paths
+  EXPECT_TRUE(t.owns_data());
+  for (const std::string& s : t.values<std::string>()) EXPECT_TRUE(s.empty());
+  EXPECT_EQ(t.DebugString(), "string[2, 3]");
+}
+
+TEST(StringTensorTest, CloneIsDeepAndKeepsNulsAndUtf8) {
+  std::vector<std::string> v = {"", std::string("a\0b", 3), "h\xc3\xa9llo",
+                                std::string(100, 'x')};
+  StatusOr<Tensor> t = Tensor::FromStrings(v, {2, 2});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  Tensor c = t->Clone();
+  t->data<std::string>()[3] = "changed";
+  EXPECT_EQ(c.data<std::string>()[0], "");
+  EXPECT_EQ(c.data<std::string>()[1].size(), 3u);
+  EXPECT_EQ(c.data<std::string>()[2], "h\xc3\xa9llo");
+  EXPECT_EQ(c.data<std::string>()[3], std::string(100, 'x'));
+  EXPECT_EQ(c.StringBytes(), 0u + 3 + 6 + 100);
+}
+
+TEST(StringTensorTest, FromStringsChecksCountAndSharesOnCopy) {
+  EXPECT_FALSE(Tensor::FromStrings({"a", "b"}, {3}).ok());
+  StatusOr<Tensor> t = Tensor::FromStrings({"a", "b"}, {});
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->shape(), Shape({2}));
+  Tensor shared = *t;  // copies share the buffer, like numeric tensors
+  shared.data<std::string>()[0] = "z";
+  EXPECT_EQ(t->data<std::string>()[0], "z");
+  StatusOr<Tensor> r = t->Reshaped({2, 1});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->data<std::string>()[1], "b");
+  Tensor s = Tensor::Scalar<std::string>("one");
+  EXPECT_EQ(s.dtype(), DataType::kString);
+  EXPECT_EQ(*s.data<std::string>(), "one");
+  EXPECT_FALSE(IsSupportedDataType(DataType::kString));
+  EXPECT_EQ(SizeOf(DataType::kString), 0u);
+}
+
+}  // namespace
+}  // namespace inferd

@@ -237,11 +237,28 @@ Status SortSubgraphs(Graph& g) {
 
 }  // namespace
 
+namespace {
+
+// STRING tensors keep their elements in string_data (ONNX never stores them raw or external).
+StatusOr<Tensor> StringTensorFromProto(const onnx::TensorProto& proto) {
+  if (proto.has_raw_data() || proto.data_location() == onnx::TensorProto::EXTERNAL) {
+    return InvalidArgument("tensor '{}': string tensors must use string_data", proto.name());
+  }
+  Shape shape(proto.dims().begin(), proto.dims().end());
+  for (int64_t d : shape) {
+    if (d < 0) return InvalidArgument("tensor '{}' has a negative dimension", proto.name());
+  }
+  StatusOr<Tensor> t = Tensor::FromStrings(
+      std::vector<std::string>(proto.string_data().begin(), proto.string_data().end()), shape);
+  if (!t.ok()) return t.status().WithContext(fmt::format("tensor '{}'", proto.name()));
+  return t;
+}
+
+}  // namespace
+
 StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const fs::path& base_dir) {
   DataType dtype = static_cast<DataType>(proto.data_type());
-  if (dtype == DataType::kString) {
-    return Unimplemented("tensor '{}': string tensors are not supported", proto.name());
-  }
+  if (dtype == DataType::kString) return StringTensorFromProto(proto);
   if (!IsSupportedDataType(dtype)) {
     return Unimplemented("tensor '{}': unsupported data type {}", proto.name(),
                          static_cast<int>(proto.data_type()));
@@ -416,6 +433,10 @@ void TensorToProto(const std::string& name, const Tensor& t, onnx::TensorProto* 
   p->set_name(name);
   p->set_data_type(static_cast<int>(t.dtype()));
   for (int64_t d : t.shape()) p->add_dims(d);
+  if (t.is_string()) {
+    for (const std::string& v : t.values<std::string>()) p->add_string_data(v);
+    return;
+  }
   p->set_raw_data(std::string(static_cast<const char*>(t.raw_data()), t.ByteSize()));
 }
 

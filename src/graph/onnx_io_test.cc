@@ -168,8 +168,38 @@ TEST_F(OnnxIoTest, TypedFieldsConvert) {
   huge.add_dims(int64_t{1} << 33);
   huge.set_raw_data("abcd");
   EXPECT_EQ(TensorFromProto(huge, dir_).status().code(), StatusCode::kInvalidArgument);
+  t.set_data_type(onnx::TensorProto::STRING);  // strings never come as raw data
+  EXPECT_EQ(TensorFromProto(t, dir_).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(OnnxIoTest, StringTensorsImportAndExport) {
+  onnx::TensorProto t;
+  t.set_name("s");
   t.set_data_type(onnx::TensorProto::STRING);
-  EXPECT_EQ(TensorFromProto(t, dir_).status().code(), StatusCode::kUnimplemented);
+  t.add_dims(3);
+  t.add_string_data("");
+  t.add_string_data(std::string("a\0b", 3));
+  t.add_string_data("\xc3\xa9");
+  StatusOr<Tensor> r = TensorFromProto(t, dir_);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->dtype(), DataType::kString);
+  EXPECT_EQ(r->data<std::string>()[0], "");
+  EXPECT_EQ(r->data<std::string>()[1], std::string("a\0b", 3));
+  EXPECT_EQ(r->data<std::string>()[2], "\xc3\xa9");
+  t.add_string_data("extra");  // 4 values for 3 elements
+  EXPECT_EQ(TensorFromProto(t, dir_).status().code(), StatusCode::kInvalidArgument);
+
+  // A string initializer survives SaveOnnxModel / LoadOnnxModel.
+  StatusOr<Model> m = ParseOnnxModel(MakeModel().SerializeAsString(), dir_);
+  ASSERT_TRUE(m.ok());
+  m->graph.initializers["names"] = *r;
+  fs::path p = dir_ / "strings.onnx";
+  ASSERT_TRUE(SaveOnnxModel(*m, p).ok());
+  StatusOr<Model> back = LoadOnnxModel(p);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  const Tensor& names = back->graph.initializers.at("names");
+  ASSERT_EQ(names.dtype(), DataType::kString);
+  EXPECT_EQ(names.data<std::string>()[1], std::string("a\0b", 3));
 }
 
 TEST_F(OnnxIoTest, SerializeRoundTrips) {

@@ -11,6 +11,10 @@ namespace {
 
 void AppendTensor(const Tensor& t, std::string* key) {
   *key += std::to_string(static_cast<int>(t.dtype())) + ShapeToString(t.shape());
+  if (t.is_string()) {  // length-prefixed, so ["ab", "c"] and ["a", "bc"] differ
+    for (const std::string& s : t.values<std::string>()) *key += std::to_string(s.size()) + ':' + s;
+    return;
+  }
   key->append(static_cast<const char*>(t.raw_data()), t.ByteSize());
 }
 

@@ -4,6 +4,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "server/bytes_codec.h"
 #include "server/http_codec.h"
 
 namespace inferd::server {
@@ -71,6 +72,14 @@ StatusOr<Tensor> FromContents(const InferTensorContents& c, DataType dtype, cons
     case DataType::kUInt64: return FromRepeated<uint64_t>(c.uint64_contents(), dtype, shape, where);
     case DataType::kFloat32: return FromRepeated<float>(c.fp32_contents(), dtype, shape, where);
     case DataType::kFloat64: return FromRepeated<double>(c.fp64_contents(), dtype, shape, where);
+    case DataType::kString: {
+      const int64_t n = NumElements(shape);
+      if (static_cast<int64_t>(c.bytes_contents_size()) != n) {
+        return InvalidArgument("{}: bytes_contents hold {} elements but shape {} needs {}", where,
+                               c.bytes_contents_size(), ShapeToString(shape), n);
+      }
+      return Tensor::FromStrings({c.bytes_contents().begin(), c.bytes_contents().end()}, shape);
+    }
     default:
       return InvalidArgument("{}: {} data must be sent in raw_input_contents", where,
                              serving::KServeName(dtype));
@@ -149,6 +158,11 @@ StatusOr<std::unique_ptr<InferenceRequest>> DecodeGrpcInferRequest(
         return InvalidArgument("{}: has contents although raw_input_contents is used", where);
       }
       const std::string& bytes = msg.raw_input_contents(i);
+      if (*dtype == DataType::kString) {
+        ASSIGN_OR_RETURN(tensor, DecodeLengthPrefixed(bytes, shape, where));
+        req->inputs.push_back({in.name(), std::move(tensor)});
+        continue;
+      }
       const uint64_t expected = static_cast<uint64_t>(NumElements(shape)) * SizeOf(*dtype);
       if (bytes.size() != expected) {
         return InvalidArgument("{}: raw contents hold {} bytes but {} {} needs {}", where,
@@ -203,8 +217,12 @@ Status EncodeGrpcInferResponse(const serving::InferenceResponse& response,
     o->set_name(name);
     o->set_datatype(dt);
     for (int64_t d : tensor.shape()) o->add_shape(d);
-    out->add_raw_output_contents()->assign(static_cast<const char*>(tensor.raw_data()),
-                                           tensor.ByteSize());
+    std::string* raw = out->add_raw_output_contents();
+    if (tensor.is_string()) {
+      AppendLengthPrefixed(tensor, raw);
+    } else {
+      raw->assign(static_cast<const char*>(tensor.raw_data()), tensor.ByteSize());
+    }
   }
   for (const serving::ClassifiedOutput& c : response.classified) {  // BYTES, length-prefixed
     auto* o = out->add_outputs();

@@ -4,6 +4,10 @@
 // (one entry per input, in order). Raw inputs become views into the request message when aligned
 // (the message must outlive the request's use of its inputs: until the response callback).
 // Responses always carry `raw_output_contents`, as Triton's do.
+//
+// BYTES (strings): typed inputs use `contents.bytes_contents` (one entry per element); raw inputs
+// and every BYTES output use the length-prefixed form of server/bytes_codec.h. BYTES inputs are
+// copied into an owned string tensor.
 #pragma once
 
 #include <memory>

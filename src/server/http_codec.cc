@@ -11,6 +11,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "server/bytes_codec.h"
+
 namespace inferd::server {
 namespace {
 
@@ -148,6 +150,28 @@ Status FlattenData(const rapidjson::Value& v, size_t max_depth, T* out, size_t c
   return Status::Ok();
 }
 
+// BYTES `data`: (possibly nested) JSON strings, row-major; any other JSON value is an error.
+Status FlattenStrings(const rapidjson::Value& v, size_t max_depth, std::string* out,
+                      size_t capacity, size_t* count, std::string_view where) {
+  if (v.IsArray()) {
+    if (max_depth == 0) return InvalidArgument("{}: 'data' is nested deeper than the shape", where);
+    for (const auto& e : v.GetArray()) {
+      RETURN_IF_ERROR(FlattenStrings(e, max_depth - 1, out, capacity, count, where));
+    }
+    return Status::Ok();
+  }
+  if (*count >= capacity) {
+    return InvalidArgument("{}: 'data' holds more elements than the shape's {}", where, capacity);
+  }
+  if (!v.IsString()) {
+    return InvalidArgument("{}: element {} ({}) is not a valid BYTES value: expected a string",
+                           where, *count, JsonTypeName(v));
+  }
+  out[*count].assign(v.GetString(), v.GetStringLength());  // may hold \u0000
+  ++*count;
+  return Status::Ok();
+}
+
 StatusOr<Tensor> DecodeJsonData(const rapidjson::Value& data, DataType dtype, const Shape& shape,
                                 size_t body_size, std::string_view where) {
   const int64_t n = NumElements(shape);
@@ -160,7 +184,10 @@ StatusOr<Tensor> DecodeJsonData(const rapidjson::Value& data, DataType dtype, co
   Tensor t = Tensor::Allocate(dtype, shape);
   size_t count = 0;
   const size_t max_depth = std::max<size_t>(shape.size(), 1);
-  Status st = DispatchAll(
+  Status st = dtype == DataType::kString
+      ? FlattenStrings(data, max_depth, t.data<std::string>(), static_cast<size_t>(n), &count,
+                       where)
+      : DispatchAll(
       dtype,
       [&](auto tag) -> Status {
         using T = decltype(tag);
@@ -294,12 +321,26 @@ StatusOr<DecodedHttpRequest> DecodeHttpInferRequest(std::string model_name, int6
       if (data != nullptr) {
         return InvalidArgument("{}: has both 'data' and 'binary_data_size'", where);
       }
+      const bool truncated = *binary_size > body->size() - binary_offset;
+      if (truncated && *dtype == DataType::kString) {
+        return InvalidArgument(
+            "{}: binary data is truncated: needs {} bytes at offset {}, the body has {}", where,
+            *binary_size, binary_offset, body->size());
+      }
+      if (*dtype == DataType::kString) {  // length-prefixed elements, copied out of the body
+        ASSIGN_OR_RETURN(tensor, DecodeLengthPrefixed(
+                                     std::string_view(body->data() + binary_offset, *binary_size),
+                                     shape, where));
+        binary_offset += *binary_size;
+        req.inputs.push_back({std::move(name), std::move(tensor)});
+        continue;
+      }
       const uint64_t expected = static_cast<uint64_t>(NumElements(shape)) * SizeOf(*dtype);
       if (*binary_size != expected) {
         return InvalidArgument("{}: binary_data_size is {} bytes but {} {} needs {}", where,
                                *binary_size, dt_name, ShapeToString(shape), expected);
       }
-      if (*binary_size > body->size() - binary_offset) {
+      if (truncated) {
         return InvalidArgument(
             "{}: binary data is truncated: needs {} bytes at offset {}, the body has {}", where,
             *binary_size, binary_offset, body->size());
@@ -423,12 +464,17 @@ StatusOr<EncodedHttpResponse> EncodeHttpInferResponse(const InferenceResponse& r
       w.Key("parameters");
       w.StartObject();
       w.Key("binary_data_size");
-      w.Uint64(tensor.ByteSize());
+      w.Uint64(tensor.is_string() ? LengthPrefixedSize(tensor) : tensor.ByteSize());
       w.EndObject();
       binary.push_back(&tensor);
     } else {
       w.Key("data");
       w.StartArray();
+      if (tensor.is_string()) {  // JSON strings, the bytes as they are
+        for (const std::string& v : tensor.values<std::string>()) {
+          w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
+        }
+      }
       DispatchAll(
           tensor.dtype(), [&](auto tag) { WriteData<decltype(tag)>(w, tensor); }, [] {});
       w.EndArray();
@@ -469,12 +515,16 @@ StatusOr<EncodedHttpResponse> EncodeHttpInferResponse(const InferenceResponse& r
   EncodedHttpResponse out;
   out.json_length = sb.GetSize();
   size_t total = out.json_length;
-  for (const Tensor* t : binary) total += t->ByteSize();
+  for (const Tensor* t : binary) total += t->is_string() ? LengthPrefixedSize(*t) : t->ByteSize();
   for (const auto& b : classified_binary) total += b.size();
   out.body.reserve(total);
   out.body.append(sb.GetString(), sb.GetSize());
   for (const Tensor* t : binary) {
-    out.body.append(static_cast<const char*>(t->raw_data()), t->ByteSize());
+    if (t->is_string()) {
+      AppendLengthPrefixed(*t, &out.body);
+    } else {
+      out.body.append(static_cast<const char*>(t->raw_data()), t->ByteSize());
+    }
   }
   for (const auto& b : classified_binary) out.body.append(b);
   return out;

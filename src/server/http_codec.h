@@ -16,6 +16,11 @@
 // as many elements as the shape. Binary inputs become views into the body (no copy) when their
 // offset is aligned to the element size.
 //
+// BYTES (strings): JSON `data` holds JSON strings (any other JSON value is an error); binary data
+// is the length-prefixed form of server/bytes_codec.h (a 4-byte little-endian length before each
+// element), and `binary_data_size` is that form's total size. BYTES inputs are always copied into
+// an owned string tensor; BYTES outputs are written the same two ways.
+//
 // Every malformed body yields INVALID_ARGUMENT with a message naming the offending field; decoding
 // never crashes or allocates more than a small multiple of the body size.
 #pragma once

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 
+#include "server/bytes_codec.h"
 #include "server/grpc_codec.h"
 
 namespace inferd::server {
@@ -96,7 +97,10 @@ TEST(HttpCodec, RejectsBadRequests) {
   ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1]}]})", "needs 'data'");
   ExpectInvalid(R"({"parameters":{"priority":-1},"inputs":[]})", "priority");
   ExpectInvalid(R"({"parameters":{"binary_data_output":1},"inputs":[]})", "binary_data_output");
-  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"BYTES","shape":[1],"data":["a"]}]})", "x");
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"BYTES","shape":[2],"data":["a",1]}]})",
+                "element 1 (number) is not a valid BYTES value");
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"BYTES","shape":[2],"data":["a"]}]})",
+                "holds 1 elements");
   // Binary extension.
   const std::string bin =
       R"({"inputs":[{"name":"x","datatype":"FP32","shape":[2],"parameters":{"binary_data_size":8}}]})";
@@ -255,6 +259,121 @@ TEST(GrpcCodec, FuzzDecoderNeverCrashes) {
       ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument);
     }
   }
+}
+
+// Strings with the awkward cases: empty, an embedded NUL, non-ASCII UTF-8.
+const std::vector<std::string>& Awkward() {
+  static const std::vector<std::string> v = {"", std::string("a\0b", 3),
+                                             "h\xc3\xa9llo \xe2\x82\xac"};
+  return v;
+}
+
+std::string LengthPrefixed(const std::vector<std::string>& v) {
+  Tensor t = *Tensor::FromStrings(v, {static_cast<int64_t>(v.size())});
+  std::string out;
+  AppendLengthPrefixed(t, &out);
+  return out;
+}
+
+TEST(BytesCodec, LengthPrefixedRoundTripsAndRejectsTruncation) {
+  const std::string wire = LengthPrefixed(Awkward());
+  EXPECT_EQ(wire.size(), 3 * 4 + 0 + 3 + 10u);
+  EXPECT_EQ(wire.substr(0, 8), std::string("\0\0\0\0\3\0\0\0", 8));
+  auto t = DecodeLengthPrefixed(wire, {3}, "x");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(t->data<std::string>()[i], Awkward()[i]);
+  EXPECT_NE(DecodeLengthPrefixed(wire.substr(0, 13), {3}, "x").status().message().find(
+                "element 2 has a truncated 4-byte length prefix"),
+            std::string::npos);
+  EXPECT_NE(DecodeLengthPrefixed(wire.substr(0, wire.size() - 1), {3}, "x")
+                .status().message().find("claims 10 bytes"),
+            std::string::npos);
+  EXPECT_NE(DecodeLengthPrefixed(wire + "z", {3}, "x").status().message().find("after its"),
+            std::string::npos);
+  // A length prefix of 4 GiB on a tiny buffer is refused, not allocated.
+  EXPECT_FALSE(DecodeLengthPrefixed(std::string("\xff\xff\xff\xff", 4), {1}, "x").ok());
+  EXPECT_FALSE(DecodeLengthPrefixed(wire, {1000}, "x").ok());
+}
+
+TEST(HttpCodec, BytesJsonAndBinaryInputs) {
+  auto r = Decode(R"({"inputs":[{"name":"s","datatype":"BYTES","shape":[1,3],)"
+                  R"("data":[["", "a\u0000b", "h\u00e9llo \u20ac"]]}]})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Tensor& s = r->request->inputs[0].tensor;
+  ASSERT_EQ(s.dtype(), DataType::kString);
+  ASSERT_EQ(s.shape(), (Shape{1, 3}));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(s.data<std::string>()[i], Awkward()[i]);
+
+  const std::string wire = LengthPrefixed(Awkward());
+  const std::string json = fmt::format(
+      R"({{"inputs":[{{"name":"s","datatype":"BYTES","shape":[3],)"
+      R"("parameters":{{"binary_data_size":{}}}}}]}})", wire.size());
+  r = Decode(json + wire, json.size());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(r->request->inputs[0].tensor.data<std::string>()[i], Awkward()[i]);
+  }
+  // A body cut inside a length prefix or an element: the size no longer matches.
+  ExpectInvalid(json + wire.substr(0, wire.size() - 2), "truncated", json.size());
+  const std::string short_json = fmt::format(
+      R"({{"inputs":[{{"name":"s","datatype":"BYTES","shape":[3],)"
+      R"("parameters":{{"binary_data_size":{}}}}}]}})", 6);
+  ExpectInvalid(short_json + wire.substr(0, 6), "truncated", short_json.size());
+}
+
+TEST(HttpCodec, EncodesBytesOutputsAsJsonStringsAndLengthPrefixed) {
+  InferenceResponse resp;
+  resp.model_name = "m";
+  resp.model_version = 1;
+  resp.outputs.emplace_back("s", *Tensor::FromStrings(Awkward(), {3}));
+  HttpOutputOptions opts;
+  auto json = EncodeHttpInferResponse(resp, opts);
+  ASSERT_TRUE(json.ok()) << json.status().ToString();
+  EXPECT_NE(json->body.find(R"("datatype":"BYTES","shape":[3],"data":["","a\u0000b","h)"),
+            std::string::npos)
+      << json->body;
+  opts.binary_by_default = true;
+  auto bin = EncodeHttpInferResponse(resp, opts);
+  ASSERT_TRUE(bin.ok());
+  const std::string wire = LengthPrefixed(Awkward());
+  EXPECT_EQ(bin->body.substr(bin->json_length), wire);
+  EXPECT_NE(bin->body.find(fmt::format(R"("binary_data_size":{})", wire.size())),
+            std::string::npos);
+}
+
+TEST(GrpcCodec, BytesContentsRawAndOutputs) {
+  inference::ModelInferRequest msg;
+  msg.set_model_name("m");
+  auto* in = msg.add_inputs();
+  in->set_name("s");
+  in->set_datatype("BYTES");
+  in->add_shape(3);
+  for (const std::string& v : Awkward()) in->mutable_contents()->add_bytes_contents(v);
+  auto r = DecodeGrpcInferRequest(msg, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ((*r)->inputs[0].tensor.data<std::string>()[i], Awkward()[i]);
+  }
+  in->mutable_contents()->add_bytes_contents("extra");
+  EXPECT_EQ(DecodeGrpcInferRequest(msg, nullptr).status().code(), StatusCode::kInvalidArgument);
+
+  in->clear_contents();
+  msg.add_raw_input_contents(LengthPrefixed(Awkward()));
+  r = DecodeGrpcInferRequest(msg, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->inputs[0].tensor.data<std::string>()[2], Awkward()[2]);
+  msg.set_raw_input_contents(0, std::string("\5\0", 2));  // truncated length prefix
+  auto bad = DecodeGrpcInferRequest(msg, nullptr);
+  ASSERT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("truncated"), std::string::npos);
+
+  InferenceResponse resp;
+  resp.model_name = "m";
+  resp.outputs.emplace_back("s", *Tensor::FromStrings(Awkward(), {3}));
+  inference::ModelInferResponse out;
+  ASSERT_TRUE(EncodeGrpcInferResponse(resp, &out).ok());
+  EXPECT_EQ(out.outputs(0).datatype(), "BYTES");
+  EXPECT_EQ(out.raw_output_contents(0), LengthPrefixed(Awkward()));
 }
 
 }  // namespace

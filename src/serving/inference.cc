@@ -12,7 +12,7 @@ constexpr KServeType kKServeTypes[] = {
     {"UINT32", DataType::kUInt32}, {"UINT64", DataType::kUInt64}, {"INT8", DataType::kInt8},
     {"INT16", DataType::kInt16},   {"INT32", DataType::kInt32},   {"INT64", DataType::kInt64},
     {"FP16", DataType::kFloat16},  {"BF16", DataType::kBFloat16}, {"FP32", DataType::kFloat32},
-    {"FP64", DataType::kFloat64},
+    {"FP64", DataType::kFloat64},  {"BYTES", DataType::kString},
 };
 
 }  // namespace
@@ -21,7 +21,6 @@ StatusOr<DataType> DataTypeFromKServe(std::string_view name) {
   for (const KServeType& t : kKServeTypes) {
     if (name == t.name) return t.type;
   }
-  if (name == "BYTES") return InvalidArgument("datatype BYTES (strings) is not supported");
   return InvalidArgument("unknown datatype '{}'", name);
 }
 

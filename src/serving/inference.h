@@ -81,10 +81,10 @@ using ResponseCallback = std::function<void(Status, InferenceResponse)>;
 std::string SerializeBytesElements(const std::vector<std::string>& values);
 
 // KServe/Triton datatype names: "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16",
-// "INT32", "INT64", "FP16", "BF16", "FP32", "FP64". "BYTES" (strings) is not supported and returns
-// INVALID_ARGUMENT, like every other unknown name.
+// "INT32", "INT64", "FP16", "BF16", "FP32", "FP64", and "BYTES" (strings: DataType::kString).
+// Unknown names are INVALID_ARGUMENT.
 StatusOr<DataType> DataTypeFromKServe(std::string_view name);
-// The KServe name of `t`; "" for types without one (undefined, string, complex).
+// The KServe name of `t`; "" for types without one (undefined, complex).
 const char* KServeName(DataType t);
 
 }  // namespace inferd::serving

@@ -151,7 +151,7 @@ StatusOr<DataType> FromConfigDataType(inference::DataType t) {
     case inference::TYPE_FP32: return DataType::kFloat32;
     case inference::TYPE_FP64: return DataType::kFloat64;
     case inference::TYPE_BF16: return DataType::kBFloat16;
-    case inference::TYPE_STRING: return InvalidArgument("data_type TYPE_STRING is not supported");
+    case inference::TYPE_STRING: return DataType::kString;  // KServe BYTES
     default: return InvalidArgument("data_type must be set (TYPE_FP32, TYPE_INT64, ...)");
   }
 }

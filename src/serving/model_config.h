@@ -86,7 +86,7 @@ StatusOr<std::string> ModelConfigToJson(const inference::ModelConfig& config);
 // numbers or strings. INVALID_ARGUMENT for invalid JSON or an unknown field, naming it.
 StatusOr<inference::ModelConfig> ModelConfigFromJson(const std::string& json);
 
-// TYPE_* ↔ DataType. TYPE_STRING and TYPE_INVALID are INVALID_ARGUMENT.
+// TYPE_* ↔ DataType (TYPE_STRING ↔ kString). TYPE_INVALID is INVALID_ARGUMENT.
 StatusOr<DataType> FromConfigDataType(inference::DataType t);
 inference::DataType ToConfigDataType(DataType t);  // TYPE_INVALID when there is none
 

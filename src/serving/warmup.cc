@@ -1,5 +1,6 @@
 #include "serving/warmup.h"
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -114,6 +115,10 @@ Tensor ZeroInput(const ModelSignature& sig, const InputSpec& spec, int64_t batch
   for (int64_t& d : shape) d = d < 0 ? 1 : d;
   if (sig.batching()) shape.insert(shape.begin(), batch);
   Tensor t = Tensor::Allocate(spec.dtype, shape);
+  if (t.is_string()) {  // "0": text that is also a number, so Cast-from-string models warm up too
+    std::fill_n(t.data<std::string>(), t.NumElements(), std::string("0"));
+    return t;
+  }
   std::memset(t.raw_data(), 0, t.ByteSize());
   return t;
 }

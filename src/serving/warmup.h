@@ -20,7 +20,7 @@
 namespace inferd::serving {
 
 // A zero-filled tensor for `spec` with `batch` rows (no batch dim when the model does not batch);
-// variable dims are 1. The spec's reshape is not applied.
+// variable dims are 1. String (BYTES) inputs hold "0". The spec's reshape is not applied.
 Tensor ZeroInput(const ModelSignature& signature, const InputSpec& spec, int64_t batch);
 
 // A batch-1 request of zeros for every input: what each scheduler worker runs once.

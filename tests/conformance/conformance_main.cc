@@ -86,6 +86,14 @@ std::string Compare(const Tensor& actual, const Tensor& expected) {
     return fmt::format("shape {} != expected {}", inferd::ShapeToString(actual.shape()),
                        inferd::ShapeToString(expected.shape()));
   }
+  if (expected.is_string()) {  // strings compare exactly, byte for byte
+    for (int64_t i = 0; i < expected.NumElements(); ++i) {
+      const std::string& a = actual.data<std::string>()[i];
+      const std::string& b = expected.data<std::string>()[i];
+      if (a != b) return fmt::format("string {} differs: got '{}', expected '{}'", i, a, b);
+    }
+    return "";
+  }
   bool integral = !inferd::IsFloatingPoint(expected.dtype());
   int64_t bad = 0, first = -1;
   double max_diff = 0;

@@ -18,6 +18,7 @@ class CpuExecutionProvider final : public ExecutionProvider {
     cpu::RegisterControlFlowKernels(registry_);
     cpu::RegisterFusedKernels(registry_);
     cpu::RegisterAttentionKernels(registry_);
+    cpu::RegisterTextKernels(registry_);
   }
   std::string_view Name() const override { return "cpu"; }
   const KernelRegistry& Registry() const override { return registry_; }

@@ -17,5 +17,6 @@ void RegisterObjectDetectionKernels(KernelRegistry& r);  // object_detection/: N
 void RegisterControlFlowKernels(KernelRegistry& r);      // controlflow/: If, Loop, Scan
 void RegisterFusedKernels(KernelRegistry& r);            // fused/: ai.inferd ops (optimizer)
 void RegisterAttentionKernels(KernelRegistry& r);        // attention/: ai.inferd.PagedAttention
+void RegisterTextKernels(KernelRegistry& r);             // text/: StringNormalizer
 
 }  // namespace inferd::cpu

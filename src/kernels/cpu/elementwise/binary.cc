@@ -251,6 +251,31 @@ class PowKernel final : public OpKernel {
   }
 };
 
+// Equal on string tensors (opset 19 allows them; earlier models get it too): byte-wise equality
+// with numpy broadcasting, one element at a time.
+class StringEqualKernel final : public OpKernel {
+ public:
+  Status Compute(KernelContext& ctx) const override {
+    const Tensor* a = ctx.Input(0);
+    const Tensor* b = ctx.Input(1);
+    if (a == nullptr || b == nullptr) return InvalidArgument("Equal needs two inputs");
+    if (!a->is_string() || !b->is_string()) {
+      return InvalidArgument("Equal: cannot compare {} with {}", DataTypeName(a->dtype()),
+                             DataTypeName(b->dtype()));
+    }
+    ASSIGN_OR_RETURN(Shape out_shape, BroadcastOutputShape("Equal", {a, b}));
+    Tensor* out = ctx.AllocateOutput(0, DataType::kBool, out_shape);
+    const int64_t n = out->NumElements();
+    if (n == 0) return Status::Ok();
+    BroadcastIterator it(PlanBroadcast(out_shape, {a->shape(), b->shape()}));
+    const std::string* x = a->data<std::string>();
+    const std::string* y = b->data<std::string>();
+    bool* z = out->data<bool>();
+    for (int64_t i = 0; i < n; ++i, it.Next()) z[i] = x[it.offset(0)] == y[it.offset(1)];
+    return Status::Ok();
+  }
+};
+
 template <typename Op>
 void AddBinary(KernelRegistry& r, int since, int until = kOpsetMax) {
   r.Add(Op::kName, since, until, TypesOf(Op::kTypes), MakeKernel<BinaryKernel<Op>>());
@@ -270,6 +295,7 @@ void RegisterBinaryKernels(KernelRegistry& r) {
   AddBinary<BitwiseOrOp>(r, 18);
   AddBinary<BitwiseXorOp>(r, 18);
   AddBinary<EqualOp>(r, 7);
+  r.Add("Equal", 7, kOpsetMax, {DataType::kString}, MakeKernel<StringEqualKernel>());
   AddBinary<LessOp>(r, 7);
   AddBinary<LessOrEqualOp>(r, 12);
   AddBinary<GreaterOp>(r, 7);

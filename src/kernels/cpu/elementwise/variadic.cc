@@ -6,6 +6,7 @@
 #include "kernels/cpu/elementwise/elementwise_util.h"
 #include "kernels/cpu/elementwise/register.h"
 #include "kernels/cpu/util/broadcast.h"
+#include "kernels/cpu/util/string_index.h"
 #include "runtime/op_kernel.h"
 
 namespace inferd::cpu {
@@ -182,6 +183,8 @@ void RegisterVariadicKernels(KernelRegistry& r) {
   r.Add("Mean", 6, kOpsetMax, NumericTypes(), MakeKernel<VariadicKernel<MeanFold>>());
   r.Add("Max", 6, kOpsetMax, NumericTypes(), MakeKernel<VariadicKernel<MaxFold>>());
   r.Add("Min", 6, kOpsetMax, NumericTypes(), MakeKernel<VariadicKernel<MinFold>>());
+  r.Add("Where", 9, kOpsetMax, {DataType::kString},
+        OnStringIndices(MakeKernel<WhereKernel>(), {1, 2}), /*type_input=*/1);
   r.Add("Where", 9, kOpsetMax, AllTypes(), MakeKernel<WhereKernel>(), /*type_input=*/1);
   r.Add("PRelu", 7, kOpsetMax, NumericTypes(), MakeKernel<PReluKernel>());
 }

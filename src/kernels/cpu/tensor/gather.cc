@@ -6,6 +6,7 @@
 #include "kernels/cpu/tensor/register.h"
 #include "kernels/cpu/tensor/tensor_util.h"
 #include "kernels/cpu/util/kernel_util.h"
+#include "kernels/cpu/util/string_index.h"
 
 namespace inferd::cpu {
 namespace {
@@ -390,6 +391,16 @@ class NonZeroKernel final : public OpKernel {
 }  // namespace
 
 void RegisterGatherKernels(KernelRegistry& r) {
+  r.Add("Gather", 1, kOpsetMax, {DataType::kString},
+        OnStringIndices(MakeKernel<GatherKernel>(), {0}));
+  r.Add("GatherElements", 11, kOpsetMax, {DataType::kString},
+        OnStringIndices(MakeKernel<GatherElementsKernel>(), {0}));
+  r.Add("GatherND", 11, kOpsetMax, {DataType::kString},
+        OnStringIndices(MakeKernel<GatherNDKernel>(), {0}));
+  r.Add("ScatterElements", 11, kOpsetMax, {DataType::kString},
+        OnStringIndices(MakeKernel<ScatterElementsKernel>(), {0, 2}));
+  r.Add("ScatterND", 11, kOpsetMax, {DataType::kString},
+        OnStringIndices(MakeKernel<ScatterNDKernel>(), {0, 2}));
   r.Add("Gather", 1, kOpsetMax, AllTypes(), MakeKernel<GatherKernel>());
   r.Add("GatherElements", 11, kOpsetMax, AllTypes(), MakeKernel<GatherElementsKernel>());
   r.Add("GatherND", 11, kOpsetMax, AllTypes(), MakeKernel<GatherNDKernel>());

@@ -6,6 +6,7 @@
 #include "kernels/cpu/tensor/register.h"
 #include "kernels/cpu/tensor/tensor_util.h"
 #include "kernels/cpu/util/kernel_util.h"
+#include "kernels/cpu/util/string_index.h"
 
 namespace inferd::cpu {
 namespace {
@@ -287,6 +288,8 @@ class UniqueKernel final : public OpKernel {
 void RegisterTensorMiscKernels(KernelRegistry& r) {
   r.Add("Trilu", 14, kOpsetMax, AllTypes(), MakeKernel<TriluKernel>());
   r.Add("CumSum", 11, kOpsetMax, NumericTypes(), MakeKernel<CumSumKernel>());
+  r.Add("ReverseSequence", 10, kOpsetMax, {DataType::kString},
+        OnStringIndices(MakeKernel<ReverseSequenceKernel>(), {0}));
   r.Add("ReverseSequence", 10, kOpsetMax, AllTypes(), MakeKernel<ReverseSequenceKernel>());
   r.Add("Unique", 11, kOpsetMax, AllTypes(), MakeKernel<UniqueKernel>());
 }

@@ -8,6 +8,7 @@
 #include "kernels/cpu/tensor/tensor_util.h"
 #include "kernels/cpu/util/broadcast.h"
 #include "kernels/cpu/util/kernel_util.h"
+#include "kernels/cpu/util/string_index.h"
 
 namespace inferd::cpu {
 namespace {
@@ -444,6 +445,16 @@ class CompressKernel final : public OpKernel {
 }  // namespace
 
 void RegisterSliceKernels(KernelRegistry& r) {
+  r.Add("Slice", 1, kOpsetMax, {DataType::kString},
+        OnStringIndices(MakeKernel<SliceKernel>(), {0}));
+  r.Add("Concat", 1, kOpsetMax, {DataType::kString}, OnStringIndices(MakeKernel<ConcatKernel>()));
+  r.Add("Split", 1, kOpsetMax, {DataType::kString},
+        OnStringIndices(MakeKernel<SplitKernel>(), {0}));
+  r.Add("Expand", 8, kOpsetMax, {DataType::kString},
+        OnStringIndices(MakeKernel<ExpandKernel>(), {0}));
+  r.Add("Tile", 6, kOpsetMax, {DataType::kString}, OnStringIndices(MakeKernel<TileKernel>(), {0}));
+  r.Add("Compress", 9, kOpsetMax, {DataType::kString},
+        OnStringIndices(MakeKernel<CompressKernel>(), {0}));
   r.Add("Slice", 1, kOpsetMax, AllTypes(), MakeKernel<SliceKernel>());
   r.Add("Concat", 1, kOpsetMax, AllTypes(), MakeKernel<ConcatKernel>());
   r.Add("Split", 1, kOpsetMax, AllTypes(), MakeKernel<SplitKernel>());

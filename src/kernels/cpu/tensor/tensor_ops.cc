@@ -9,6 +9,7 @@
 #include "kernels/cpu/tensor/register.h"
 #include "kernels/cpu/tensor/tensor_util.h"
 #include "kernels/cpu/util/kernel_util.h"
+#include "kernels/cpu/util/string_index.h"
 
 namespace inferd::cpu {
 namespace {
@@ -247,10 +248,13 @@ class ConstantKernel final : public OpKernel {
       value_ = Tensor::FromVector<float>(a->floats, {static_cast<int64_t>(a->floats.size())});
     } else if (const Attribute* a = n.FindAttribute("value_ints")) {
       value_ = Tensor::FromVector<int64_t>(a->ints, {static_cast<int64_t>(a->ints.size())});
+    } else if (const Attribute* a = n.FindAttribute("value_string")) {
+      value_ = Tensor::Scalar<std::string>(a->s);
+    } else if (const Attribute* a = n.FindAttribute("value_strings")) {
+      value_ = *Tensor::FromStrings(a->strings, {static_cast<int64_t>(a->strings.size())});
     } else {
       return Unimplemented(
-          "Constant {} has no supported value attribute (string and sparse "
-          "values are not supported)",
+          "Constant {} has no supported value attribute (sparse values are not supported)",
           n.Describe());
     }
     if (!value_.defined()) return InvalidArgument("Constant {} has an empty value", n.Describe());
@@ -372,11 +376,11 @@ StatusOr<std::unique_ptr<OpKernel>> MakeSqueeze(const KernelInfo& info) {
 }  // namespace
 
 void RegisterShapeKernels(KernelRegistry& r) {
-  r.Add("Reshape", 1, kOpsetMax, AllTypes(), MakeKernel<ReshapeKernel>());
-  r.Add("Squeeze", 1, kOpsetMax, AllTypes(), MakeSqueeze<false>);
-  r.Add("Unsqueeze", 1, kOpsetMax, AllTypes(), MakeSqueeze<true>);
-  r.Add("Flatten", 1, kOpsetMax, AllTypes(), MakeKernel<FlattenKernel>());
-  r.Add("Identity", 1, kOpsetMax, AllTypes(), MakeKernel<IdentityKernel>());
+  r.Add("Reshape", 1, kOpsetMax, WithString(AllTypes()), MakeKernel<ReshapeKernel>());
+  r.Add("Squeeze", 1, kOpsetMax, WithString(AllTypes()), MakeSqueeze<false>);
+  r.Add("Unsqueeze", 1, kOpsetMax, WithString(AllTypes()), MakeSqueeze<true>);
+  r.Add("Flatten", 1, kOpsetMax, WithString(AllTypes()), MakeKernel<FlattenKernel>());
+  r.Add("Identity", 1, kOpsetMax, WithString(AllTypes()), MakeKernel<IdentityKernel>());
   r.Add("Dropout", 1, kOpsetMax, AllTypes(), MakeKernel<DropoutKernel>());
   r.Add("Shape", 1, kOpsetMax, {}, MakeKernel<ShapeKernel>());
   r.Add("Size", 1, kOpsetMax, {}, MakeKernel<SizeKernel>());

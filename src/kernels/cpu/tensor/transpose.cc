@@ -6,6 +6,7 @@
 #include "kernels/cpu/tensor/register.h"
 #include "kernels/cpu/tensor/tensor_util.h"
 #include "kernels/cpu/util/kernel_util.h"
+#include "kernels/cpu/util/string_index.h"
 
 namespace inferd::cpu {
 namespace {
@@ -233,6 +234,12 @@ StatusOr<std::unique_ptr<OpKernel>> MakeSpaceDepth(const KernelInfo& info) {
 }  // namespace
 
 void RegisterTransposeKernels(KernelRegistry& r) {
+  r.Add("Transpose", 1, kOpsetMax, {DataType::kString},
+        OnStringIndices(MakeKernel<TransposeKernel>()));
+  r.Add("DepthToSpace", 1, kOpsetMax, {DataType::kString},
+        OnStringIndices(MakeSpaceDepth<true>, {0}));
+  r.Add("SpaceToDepth", 1, kOpsetMax, {DataType::kString},
+        OnStringIndices(MakeSpaceDepth<false>, {0}));
   r.Add("Transpose", 1, kOpsetMax, AllTypes(), MakeKernel<TransposeKernel>());
   r.Add("DepthToSpace", 1, kOpsetMax, AllTypes(), MakeSpaceDepth<true>);
   r.Add("SpaceToDepth", 1, kOpsetMax, AllTypes(), MakeSpaceDepth<false>);
