@@ -8,6 +8,7 @@
 
 #include "server/http_codec.h"
 #include "server/metrics.h"
+#include "server/shared_memory_http.h"
 
 namespace inferd::server {
 namespace {
@@ -159,7 +160,7 @@ std::string ServerMetadataJson() {
   w.Key("extensions");
   w.StartArray();
   for (const char* e : {"binary_tensor_data", "statistics", "model_configuration",
-                        "model_repository"}) {
+                        "model_repository", "system_shared_memory"}) {
     w.String(e);
   }
   w.EndArray();
@@ -184,13 +185,24 @@ void Infer(ModelManager* manager, HttpRequest& req, std::string model, int64_t v
   // connection's I/O thread (HttpReply::render), so a worker that finishes a batch of 64 requests
   // hands out 64 replies instead of encoding them one after another.
   auto options = std::make_shared<const HttpOutputOptions>(std::move(decoded->output_options));
-  manager->Infer(std::move(decoded->request), [reply = std::move(reply), options](
+  auto shm = std::make_shared<SharedMemoryOutputs>();
+  if (!options->shared_memory.empty()) {
+    auto resolved = ResolveSharedMemoryOutputs(SharedMemoryRegistry::Default(),
+                                               options->shared_memory);
+    if (!resolved.ok()) return reply(Error(resolved.status()));
+    *shm = std::move(*resolved);
+  }
+  manager->Infer(std::move(decoded->request), [reply = std::move(reply), options, shm](
                                                   Status status,
                                                   serving::InferenceResponse response) {
     if (!status.ok()) return reply(Error(status));
     HttpReply r;
-    r.render = [options, response = std::make_shared<serving::InferenceResponse>(
-                             std::move(response))](HttpReply* out) {
+    r.render = [options, shm, response = std::make_shared<serving::InferenceResponse>(
+                                  std::move(response))](HttpReply* out) {
+      if (Status s = WriteSharedMemoryOutputs(*shm, response->outputs); !s.ok()) {
+        *out = Error(s);
+        return;
+      }
       auto encoded = EncodeHttpInferResponse(*response, *options);
       if (!encoded.ok()) {
         *out = Error(encoded.status());
@@ -221,6 +233,7 @@ void Route(ModelManager* manager, HttpRequest& req, HttpResponder& reply) {
     if (!get) return method_not_allowed();
     return reply(Json(200, ServerMetadataJson()));
   }
+  if (HandleSharedMemoryHttp(SharedMemoryRegistry::Default(), req, reply)) return;
   if (parts[1] == "health" && parts.size() == 3 && (parts[2] == "live" || parts[2] == "ready")) {
     if (!get) return method_not_allowed();
     bool ok = parts[2] == "live" ? manager->IsLive() : manager->IsReady();

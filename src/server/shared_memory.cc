@@ -196,3 +196,25 @@ Status WriteSharedMemoryOutput(const SharedMemoryView& view, const Tensor& tenso
 }
 
 }  // namespace inferd::server
+
+namespace inferd::server {
+
+StatusOr<SharedMemoryOutputs> ResolveSharedMemoryOutputs(
+    const SharedMemoryRegistry& registry, const std::map<std::string, SharedMemoryParams>& params) {
+  SharedMemoryOutputs out;
+  for (const auto& [name, p] : params) {
+    ASSIGN_OR_RETURN(out[name], registry.OutputView(p, fmt::format("output '{}'", name)));
+  }
+  return out;
+}
+
+Status WriteSharedMemoryOutputs(const SharedMemoryOutputs& outputs,
+                                const std::vector<std::pair<std::string, Tensor>>& response) {
+  for (const auto& [name, tensor] : response) {
+    auto it = outputs.find(name);
+    if (it != outputs.end()) RETURN_IF_ERROR(WriteSharedMemoryOutput(it->second, tensor, name));
+  }
+  return Status::Ok();
+}
+
+}  // namespace inferd::server

@@ -98,3 +98,19 @@ Status WriteSharedMemoryOutput(const SharedMemoryView& view, const Tensor& tenso
                                std::string_view name);
 
 }  // namespace inferd::server
+
+namespace inferd::server {
+
+// The output ranges of one request, by output name (resolved when the request is decoded, so a
+// region unregistered while the request runs still receives its outputs).
+using SharedMemoryOutputs = std::map<std::string, SharedMemoryView>;
+
+// Resolves every output's params in `registry` (writable, in bounds).
+StatusOr<SharedMemoryOutputs> ResolveSharedMemoryOutputs(
+    const SharedMemoryRegistry& registry, const std::map<std::string, SharedMemoryParams>& params);
+
+// Writes each response output named in `outputs` into its range.
+Status WriteSharedMemoryOutputs(const SharedMemoryOutputs& outputs,
+                                const std::vector<std::pair<std::string, Tensor>>& response);
+
+}  // namespace inferd::server

@@ -87,6 +87,82 @@ def compression_tests(base):
     check(s.get(f"{base}/v2/health/live").status_code == 200, "server alive after bad bodies")
 
 
+def shm_http_tests(base):
+    from multiprocessing import shared_memory
+    s = requests.Session()
+    sm = f"{base}/v2/systemsharedmemory"
+    check(s.post(f"{sm}/unregister").status_code == 200, "unregister all")
+    check(s.post(f"{base}/v2/cudasharedmemory/unregister").status_code == 200, "cuda unregister")
+    check(s.get(f"{base}/v2/cudasharedmemory/status").json() == [], "cuda status")
+    r = s.post(f"{base}/v2/cudasharedmemory/region/c/register",
+               json={"raw_handle": {"b64": ""}, "device_id": 0, "byte_size": 64})
+    expect_error(r, 400, "CUDA shared memory is not supported by inferd (CPU only)", "cuda register")
+    ins = shared_memory.SharedMemory(create=True, size=128)
+    outs = shared_memory.SharedMemory(create=True, size=128)
+    try:
+        np.ndarray((2, 16), np.int32, buffer=ins.buf)[:] = np.concatenate([A, B])
+        for name, shm in (("in", ins), ("out", outs)):
+            r = s.post(f"{sm}/region/{name}/register",
+                       json={"key": "/" + shm.name, "offset": 0, "byte_size": 128})
+            check(r.status_code == 200, f"register {name}: {r.status_code} {r.text}")
+        r = s.post(f"{sm}/region/in/register", json={"key": "/" + ins.name, "byte_size": 128})
+        expect_error(r, 409, "already registered", "register twice")
+        r = s.post(f"{sm}/region/x/register", json={"key": "/" + ins.name, "byte_size": 4096})
+        expect_error(r, 400, "exceeds the 128 bytes", "register beyond the object")
+        r = s.post(f"{sm}/region/x/register", json={"key": "/inferd_no_such_key", "byte_size": 4})
+        expect_error(r, 400, "cannot open key", "register unknown key")
+        st = s.get(f"{sm}/status").json()
+        check(sorted(x["name"] for x in st) == ["in", "out"] and st[0]["byte_size"] == 128,
+              f"status {st}")
+        st = s.get(f"{sm}/region/in/status").json()
+        check(len(st) == 1 and st[0]["key"] == "/" + ins.name, f"region status {st}")
+        expect_error(s.get(f"{sm}/region/zz/status"), 400, "'zz'", "status of unknown region")
+
+        def shm_param(region, offset, size):
+            return {"shared_memory_region": region, "shared_memory_offset": offset,
+                    "shared_memory_byte_size": size}
+        req = {"inputs": [
+            {"name": "INPUT0", "datatype": "INT32", "shape": [1, 16], "parameters": shm_param("in", 0, 64)},
+            {"name": "INPUT1", "datatype": "INT32", "shape": [1, 16], "parameters": shm_param("in", 64, 64)}],
+            "outputs": [{"name": "OUTPUT0", "parameters": shm_param("out", 0, 64)},
+                        {"name": "OUTPUT1", "parameters": shm_param("out", 64, 64)}]}
+        r = s.post(f"{base}/v2/models/simple/infer", json=req)
+        out = np.ndarray((2, 16), np.int32, buffer=outs.buf)
+        check(r.status_code == 200 and all("data" not in o for o in r.json()["outputs"]) and
+              np.array_equal(out[0], (A + B)[0]) and np.array_equal(out[1], (A - B)[0]),
+              f"shm infer: {r.status_code} {r.text[:300]} {out}")
+        # a mix: inputs from shared memory, one output in the JSON reply
+        req2 = json.loads(json.dumps(req))
+        req2["outputs"] = [{"name": "OUTPUT1"}]
+        r = s.post(f"{base}/v2/models/simple/infer", json=req2)
+        check(r.status_code == 200 and r.json()["outputs"][0]["data"] == (A - B).flatten().tolist(),
+              f"shm inputs, json output: {r.text[:200]}")
+        for what, mutate, needle in (
+                ("unknown region", lambda q: q["inputs"][0]["parameters"].update(shared_memory_region="zz"),
+                 "unknown shared memory region 'zz'"),
+                ("beyond the region", lambda q: q["inputs"][1]["parameters"].update(shared_memory_offset=100),
+                 "exceeds the 128 bytes of region 'in'"),
+                ("size mismatch", lambda q: q["inputs"][0]["parameters"].update(shared_memory_byte_size=60),
+                 "needs 64"),
+                ("output too small", lambda q: q["outputs"][0]["parameters"].update(shared_memory_byte_size=32),
+                 "too small"),
+                ("output beyond", lambda q: q["outputs"][1]["parameters"].update(shared_memory_offset=96),
+                 "exceeds the 128 bytes of region 'out'")):
+            bad = json.loads(json.dumps(req))
+            mutate(bad)
+            expect_error(s.post(f"{base}/v2/models/simple/infer", json=bad), 400, needle, f"shm {what}")
+        check(s.post(f"{sm}/region/in/unregister").status_code == 200, "unregister one")
+        check([x["name"] for x in s.get(f"{sm}/status").json()] == ["out"], "status after unregister")
+        expect_error(s.post(f"{base}/v2/models/simple/infer", json=req), 400,
+                     "unknown shared memory region 'in'", "infer after unregister")
+        check(s.post(f"{sm}/unregister").status_code == 200 and s.get(f"{sm}/status").json() == [],
+              "unregister all at the end")
+    finally:
+        for shm in (ins, outs):
+            shm.close()
+            shm.unlink()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--inferd", required=True)
@@ -98,7 +174,8 @@ def main():
     write_repository(repo)
     server = Server(args.inferd, repo, os.path.join(args.work_dir, "server.log"))
     try:
-        for name, fn in (("compression", lambda: compression_tests(server.http)),):
+        for name, fn in (("compression", lambda: compression_tests(server.http)),
+                         ("shm http", lambda: shm_http_tests(server.http))):
             try:
                 fn()
             except Exception as e:  # a crash in one group should not hide the others
