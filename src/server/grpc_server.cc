@@ -12,6 +12,7 @@
 #include "model_config.pb.h"
 #include "server/grpc_codec.h"
 #include "server/kserve_http.h"
+#include "server/shared_memory_grpc.h"
 
 namespace inferd::server {
 namespace {
@@ -74,6 +75,8 @@ class StreamReactor : public grpc::ServerBidiReactor<pb::ModelInferRequest, pb::
       ++pending_;
     }
     auto decoded = DecodeGrpcInferRequest(*msg, msg);
+    auto shm = ResolveGrpcSharedMemoryOutputs(SharedMemoryRegistry::Default(), *msg);
+    if (decoded.ok() && !shm.ok()) decoded = shm.status();
     if (!decoded.ok()) {
       pb::ModelStreamInferResponse r;
       r.set_error_message(decoded.status().message());
@@ -81,9 +84,11 @@ class StreamReactor : public grpc::ServerBidiReactor<pb::ModelInferRequest, pb::
       r.mutable_infer_response()->set_model_name(msg->model_name());
       Enqueue(std::move(r));
     } else {
-      manager_->Infer(std::move(*decoded), [this, msg](Status s, serving::InferenceResponse resp) {
+      manager_->Infer(std::move(*decoded), [this, msg, shm = std::move(*shm)](
+                                               Status s, serving::InferenceResponse resp) {
         pb::ModelStreamInferResponse r;
         if (s.ok()) s = EncodeGrpcInferResponse(resp, r.mutable_infer_response());
+        if (s.ok()) s = FinishGrpcSharedMemoryOutputs(shm, resp, r.mutable_infer_response());
         if (!s.ok()) {
           r.Clear();
           r.set_error_message(s.message());
@@ -173,7 +178,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     res->set_name(kServerName);
     res->set_version(kServerVersion);
     for (const char* e : {"binary_tensor_data", "statistics", "model_configuration",
-                          "model_repository"}) {
+                          "model_repository", "system_shared_memory"}) {
       res->add_extensions(e);
     }
     return Done(ctx, Status::Ok());
@@ -210,13 +215,48 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     // the response callback has called Finish.
     auto decoded = DecodeGrpcInferRequest(*req, nullptr);
     if (!decoded.ok()) return Done(ctx, decoded.status());
+    auto shm = ResolveGrpcSharedMemoryOutputs(SharedMemoryRegistry::Default(), *req);
+    if (!shm.ok()) return Done(ctx, shm.status());
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    manager_->Infer(std::move(*decoded),
-                    [reactor, res](Status s, serving::InferenceResponse resp) {
-                      if (s.ok()) s = EncodeGrpcInferResponse(resp, res);
-                      reactor->Finish(ToGrpc(s));
-                    });
+    manager_->Infer(std::move(*decoded), [reactor, res, shm = std::move(*shm)](
+                                             Status s, serving::InferenceResponse resp) {
+      if (s.ok()) s = EncodeGrpcInferResponse(resp, res);
+      if (s.ok()) s = FinishGrpcSharedMemoryOutputs(shm, resp, res);
+      reactor->Finish(ToGrpc(s));
+    });
     return reactor;
+  }
+
+  // Shared memory extension (shared_memory_grpc.h).
+  ServerUnaryReactor* SystemSharedMemoryStatus(
+      CallbackServerContext* ctx, const pb::SystemSharedMemoryStatusRequest* req,
+      pb::SystemSharedMemoryStatusResponse* res) override {
+    return Done(ctx, server::SystemSharedMemoryStatus(SharedMemoryRegistry::Default(), *req, res));
+  }
+  ServerUnaryReactor* SystemSharedMemoryRegister(
+      CallbackServerContext* ctx, const pb::SystemSharedMemoryRegisterRequest* req,
+      pb::SystemSharedMemoryRegisterResponse*) override {
+    return Done(ctx, server::SystemSharedMemoryRegister(SharedMemoryRegistry::Default(), *req));
+  }
+  ServerUnaryReactor* SystemSharedMemoryUnregister(
+      CallbackServerContext* ctx, const pb::SystemSharedMemoryUnregisterRequest* req,
+      pb::SystemSharedMemoryUnregisterResponse*) override {
+    return Done(ctx, server::SystemSharedMemoryUnregister(SharedMemoryRegistry::Default(), *req));
+  }
+  ServerUnaryReactor* CudaSharedMemoryStatus(CallbackServerContext* ctx,
+                                             const pb::CudaSharedMemoryStatusRequest* req,
+                                             pb::CudaSharedMemoryStatusResponse*) override {
+    return Done(ctx, server::CudaSharedMemoryStatus(*req));
+  }
+  ServerUnaryReactor* CudaSharedMemoryRegister(CallbackServerContext* ctx,
+                                               const pb::CudaSharedMemoryRegisterRequest*,
+                                               pb::CudaSharedMemoryRegisterResponse*) override {
+    return Done(ctx, Unimplemented("{}", kCudaSharedMemoryUnsupported));
+  }
+  ServerUnaryReactor* CudaSharedMemoryUnregister(CallbackServerContext* ctx,
+                                                 const pb::CudaSharedMemoryUnregisterRequest*,
+                                                 pb::CudaSharedMemoryUnregisterResponse*) override {
+    return Done(ctx, Status::Ok());  // nothing can be registered
   }
 
   grpc::ServerBidiReactor<pb::ModelInferRequest, pb::ModelStreamInferResponse>* ModelStreamInfer(
