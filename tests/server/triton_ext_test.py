@@ -163,6 +163,103 @@ def shm_http_tests(base):
             shm.unlink()
 
 
+def shm_grpc_tests(target, proto_dir, work):
+    import grpc
+    from multiprocessing import shared_memory
+    gen = os.path.join(work, "pb")
+    os.makedirs(gen, exist_ok=True)
+    subprocess.run(["protoc", f"-I{proto_dir}", f"--python_out={gen}",
+                    os.path.join(proto_dir, "model_config.proto"),
+                    os.path.join(proto_dir, "grpc_service.proto")], check=True)
+    sys.path.insert(0, gen)
+    import grpc_service_pb2 as pb
+    ch = grpc.insecure_channel(target)
+    grpc.channel_ready_future(ch).result(timeout=10)
+
+    def unary(method, req, resp_cls):
+        return ch.unary_unary(f"/inference.GRPCInferenceService/{method}",
+                              request_serializer=lambda m: m.SerializeToString(),
+                              response_deserializer=resp_cls.FromString)(req, timeout=30)
+
+    def expect_code(fn, code, needle, what):
+        try:
+            fn()
+            check(False, f"grpc {what}: expected {code}, got OK")
+        except grpc.RpcError as e:
+            check(e.code() == code and needle in e.details(),
+                  f"grpc {what}: expected {code} '{needle}', got {e.code()} '{e.details()}'")
+
+    expect_code(lambda: unary("CudaSharedMemoryRegister", pb.CudaSharedMemoryRegisterRequest(
+        name="c", byte_size=4), pb.CudaSharedMemoryRegisterResponse), grpc.StatusCode.UNIMPLEMENTED,
+        "CUDA shared memory is not supported by inferd (CPU only)", "cuda register")
+    unary("CudaSharedMemoryUnregister", pb.CudaSharedMemoryUnregisterRequest(),
+          pb.CudaSharedMemoryUnregisterResponse)
+    unary("SystemSharedMemoryUnregister", pb.SystemSharedMemoryUnregisterRequest(),
+          pb.SystemSharedMemoryUnregisterResponse)
+    ins = shared_memory.SharedMemory(create=True, size=128)
+    outs = shared_memory.SharedMemory(create=True, size=64)
+    try:
+        np.ndarray((2, 16), np.int32, buffer=ins.buf)[:] = np.concatenate([A, B])
+        for name, shm, size in (("gin", ins, 128), ("gout", outs, 64)):
+            unary("SystemSharedMemoryRegister", pb.SystemSharedMemoryRegisterRequest(
+                name=name, key="/" + shm.name, offset=0, byte_size=size),
+                pb.SystemSharedMemoryRegisterResponse)
+        st = unary("SystemSharedMemoryStatus", pb.SystemSharedMemoryStatusRequest(),
+                   pb.SystemSharedMemoryStatusResponse)
+        check(sorted(st.regions) == ["gin", "gout"] and st.regions["gin"].byte_size == 128,
+              f"grpc status {st}")
+        expect_code(lambda: unary("SystemSharedMemoryRegister", pb.SystemSharedMemoryRegisterRequest(
+            name="gin", key="/" + ins.name, byte_size=8), pb.SystemSharedMemoryRegisterResponse),
+            grpc.StatusCode.ALREADY_EXISTS, "already registered", "register twice")
+
+        def request(in1_offset=64, out_region="gout"):
+            req = pb.ModelInferRequest(model_name="simple")
+            for name, off in (("INPUT0", 0), ("INPUT1", in1_offset)):
+                t = req.inputs.add(name=name, datatype="INT32", shape=[1, 16])
+                t.parameters["shared_memory_region"].string_param = "gin"
+                t.parameters["shared_memory_byte_size"].int64_param = 64
+                t.parameters["shared_memory_offset"].int64_param = off
+            o = req.outputs.add(name="OUTPUT0")
+            o.parameters["shared_memory_region"].string_param = out_region
+            o.parameters["shared_memory_byte_size"].int64_param = 64
+            req.outputs.add(name="OUTPUT1")
+            return req
+        res = unary("ModelInfer", request(), pb.ModelInferResponse)
+        out = np.ndarray((16,), np.int32, buffer=outs.buf)
+        check(np.array_equal(out, (A + B)[0]) and len(res.raw_output_contents) == 2 and
+              res.raw_output_contents[0] == b"" and
+              np.array_equal(np.frombuffer(res.raw_output_contents[1], np.int32), (A - B)[0]),
+              f"grpc shm infer {res} {out}")
+        expect_code(lambda: unary("ModelInfer", request(in1_offset=96), pb.ModelInferResponse),
+                    grpc.StatusCode.INVALID_ARGUMENT, "exceeds the 128 bytes of region 'gin'",
+                    "input beyond the region")
+        expect_code(lambda: unary("ModelInfer", request(out_region="zz"), pb.ModelInferResponse),
+                    grpc.StatusCode.INVALID_ARGUMENT, "unknown shared memory region 'zz'",
+                    "unknown output region")
+        # streaming: outputs into shared memory too
+        out[:] = 0
+        stream = ch.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer",
+                                  request_serializer=lambda m: m.SerializeToString(),
+                                  response_deserializer=pb.ModelStreamInferResponse.FromString)
+        got = list(stream(iter([request()]), timeout=30))
+        check(len(got) == 1 and not got[0].error_message and np.array_equal(out, (A + B)[0]),
+              f"grpc shm stream {got}")
+        unary("SystemSharedMemoryUnregister", pb.SystemSharedMemoryUnregisterRequest(name="gin"),
+              pb.SystemSharedMemoryUnregisterResponse)
+        st = unary("SystemSharedMemoryStatus", pb.SystemSharedMemoryStatusRequest(),
+                   pb.SystemSharedMemoryStatusResponse)
+        check(sorted(st.regions) == ["gout"], f"grpc status after unregister {st}")
+        expect_code(lambda: unary("SystemSharedMemoryStatus", pb.SystemSharedMemoryStatusRequest(
+            name="gin"), pb.SystemSharedMemoryStatusResponse), grpc.StatusCode.INVALID_ARGUMENT,
+            "'gin'", "status of unregistered region")
+        unary("SystemSharedMemoryUnregister", pb.SystemSharedMemoryUnregisterRequest(),
+              pb.SystemSharedMemoryUnregisterResponse)
+    finally:
+        for shm in (ins, outs):
+            shm.close()
+            shm.unlink()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--inferd", required=True)
@@ -175,7 +272,9 @@ def main():
     server = Server(args.inferd, repo, os.path.join(args.work_dir, "server.log"))
     try:
         for name, fn in (("compression", lambda: compression_tests(server.http)),
-                         ("shm http", lambda: shm_http_tests(server.http))):
+                         ("shm http", lambda: shm_http_tests(server.http)),
+                         ("shm grpc", lambda: shm_grpc_tests(server.grpc, args.proto_dir,
+                                                             args.work_dir))):
             try:
                 fn()
             except Exception as e:  # a crash in one group should not hide the others
