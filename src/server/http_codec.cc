@@ -427,7 +427,7 @@ StatusOr<EncodedHttpResponse> EncodeHttpInferResponse(const InferenceResponse& r
       w.Key("data");
       w.StartArray();
       DispatchAll(
-          tensor.dtype(), [&](auto tag) { WriteData<decltype(tag)>(w, tensor); }, [] {});
+          tensor.dtype(), [&w, &t = tensor](auto tag) { WriteData<decltype(tag)>(w, t); }, [] {});
       w.EndArray();
     }
     w.EndObject();

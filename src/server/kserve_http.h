@@ -8,6 +8,7 @@
 //   GET  /v2/models[/M[/versions/V]]/stats             Triton statistics JSON
 //   POST /v2/models/M[/versions/V]/infer               inference (JSON and binary extension)
 //   POST /v2/repository/index                          repository index (Triton extension)
+//   /v2/systemsharedmemory/..., /v2/cudasharedmemory/...  shared memory (shared_memory_http.h)
 // Errors are {"error": "..."} with HttpStatusFor's codes; unknown paths 404, wrong method 405.
 #pragma once
 
