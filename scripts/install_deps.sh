@@ -8,6 +8,7 @@ PACKAGES=(
   libonnx-dev libdnnl-dev libprotobuf-dev protobuf-compiler
   libgrpc++-dev protobuf-compiler-grpc libboost-dev
   libspdlog-dev libfmt-dev libcli11-dev rapidjson-dev
+  zlib1g-dev  # HTTP gzip/deflate request and response bodies (src/server/http_compression.h)
   libgtest-dev libgmock-dev libbenchmark-dev
   sentencepiece  # spm_train/spm_encode: generation tests train tokenizers and check src/generation/sentencepiece_model.h
   python3-onnx python3-numpy python3-torch python3-torchvision python3-sklearn python3-requests

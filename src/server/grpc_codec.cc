@@ -6,6 +6,7 @@
 
 #include "server/bytes_codec.h"
 #include "server/http_codec.h"
+#include "server/shared_memory_grpc.h"
 
 namespace inferd::server {
 namespace {
@@ -137,11 +138,15 @@ StatusOr<std::unique_ptr<InferenceRequest>> DecodeGrpcInferRequest(
     }
   }
   if (msg.inputs_size() == 0) return InvalidArgument("request has no inputs");
+  // Inputs in system shared memory (shared_memory_grpc.h) have no raw_input_contents entry.
+  int shm_inputs = 0;
+  for (const auto& in : msg.inputs()) shm_inputs += in.parameters().count("shared_memory_region");
   const bool raw = msg.raw_input_contents_size() > 0;
-  if (raw && msg.raw_input_contents_size() != msg.inputs_size()) {
+  if (raw && msg.raw_input_contents_size() != msg.inputs_size() - shm_inputs) {
     return InvalidArgument("raw_input_contents has {} entries but there are {} inputs",
-                           msg.raw_input_contents_size(), msg.inputs_size());
+                           msg.raw_input_contents_size(), msg.inputs_size() - shm_inputs);
   }
+  int raw_index = 0;
   for (int i = 0; i < msg.inputs_size(); ++i) {
     const auto& in = msg.inputs(i);
     std::string where = fmt::format("input '{}'", in.name().substr(0, 128));
@@ -153,11 +158,16 @@ StatusOr<std::unique_ptr<InferenceRequest>> DecodeGrpcInferRequest(
     if (!dtype.ok()) return dtype.status().WithContext(where);
     ASSIGN_OR_RETURN(Shape shape, CheckShape(in.shape(), where));
     Tensor tensor;
-    if (raw) {
+    ASSIGN_OR_RETURN(auto shm, GrpcSharedMemoryParams(in.parameters(), where));
+    if (shm.has_value()) {
+      if (in.has_contents()) return InvalidArgument("{}: has both shared memory and contents", where);
+      ASSIGN_OR_RETURN(tensor, SharedMemoryRegistry::Default().InputTensor(*shm, *dtype, shape,
+                                                                           where));
+    } else if (raw) {
       if (in.has_contents()) {
         return InvalidArgument("{}: has contents although raw_input_contents is used", where);
       }
-      const std::string& bytes = msg.raw_input_contents(i);
+      const std::string& bytes = msg.raw_input_contents(raw_index++);
       if (*dtype == DataType::kString) {
         ASSIGN_OR_RETURN(tensor, DecodeLengthPrefixed(bytes, shape, where));
         req->inputs.push_back({in.name(), std::move(tensor)});

@@ -13,6 +13,7 @@
 #include "server/grpc_codec.h"
 #include "server/kserve_http.h"
 #include "server/repository_codec.h"
+#include "server/shared_memory_grpc.h"
 
 namespace inferd::server {
 namespace {
@@ -75,6 +76,8 @@ class StreamReactor : public grpc::ServerBidiReactor<pb::ModelInferRequest, pb::
       ++pending_;
     }
     auto decoded = DecodeGrpcInferRequest(*msg, msg);
+    auto shm = ResolveGrpcSharedMemoryOutputs(SharedMemoryRegistry::Default(), *msg);
+    if (decoded.ok() && !shm.ok()) decoded = shm.status();
     if (!decoded.ok()) {
       pb::ModelStreamInferResponse r;
       r.set_error_message(decoded.status().message());
@@ -82,9 +85,11 @@ class StreamReactor : public grpc::ServerBidiReactor<pb::ModelInferRequest, pb::
       r.mutable_infer_response()->set_model_name(msg->model_name());
       Enqueue(std::move(r));
     } else {
-      manager_->Infer(std::move(*decoded), [this, msg](Status s, serving::InferenceResponse resp) {
+      manager_->Infer(std::move(*decoded), [this, msg, shm = std::move(*shm)](
+                                               Status s, serving::InferenceResponse resp) {
         pb::ModelStreamInferResponse r;
         if (s.ok()) s = EncodeGrpcInferResponse(resp, r.mutable_infer_response());
+        if (s.ok()) s = FinishGrpcSharedMemoryOutputs(shm, resp, r.mutable_infer_response());
         if (!s.ok()) {
           r.Clear();
           r.set_error_message(s.message());
@@ -208,15 +213,50 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     // the response callback has called Finish.
     auto decoded = DecodeGrpcInferRequest(*req, nullptr);
     if (!decoded.ok()) return Done(ctx, decoded.status());
+    auto shm = ResolveGrpcSharedMemoryOutputs(SharedMemoryRegistry::Default(), *req);
+    if (!shm.ok()) return Done(ctx, shm.status());
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
     std::optional<TraceHandle> trace = ext_->StartTrace(req->model_name());
-    manager_->Infer(std::move(*decoded), [reactor, res, trace, ext = ext_](
+    manager_->Infer(std::move(*decoded), [reactor, res, trace, ext = ext_, shm = std::move(*shm)](
                                              Status s, serving::InferenceResponse resp) {
       if (s.ok()) s = EncodeGrpcInferResponse(resp, res);
+      if (s.ok()) s = FinishGrpcSharedMemoryOutputs(shm, resp, res);
       if (trace) ext->FinishTrace(*trace, resp.model_version);
       reactor->Finish(ToGrpc(s));
     });
     return reactor;
+  }
+
+  // Shared memory extension (shared_memory_grpc.h).
+  ServerUnaryReactor* SystemSharedMemoryStatus(
+      CallbackServerContext* ctx, const pb::SystemSharedMemoryStatusRequest* req,
+      pb::SystemSharedMemoryStatusResponse* res) override {
+    return Done(ctx, server::SystemSharedMemoryStatus(SharedMemoryRegistry::Default(), *req, res));
+  }
+  ServerUnaryReactor* SystemSharedMemoryRegister(
+      CallbackServerContext* ctx, const pb::SystemSharedMemoryRegisterRequest* req,
+      pb::SystemSharedMemoryRegisterResponse*) override {
+    return Done(ctx, server::SystemSharedMemoryRegister(SharedMemoryRegistry::Default(), *req));
+  }
+  ServerUnaryReactor* SystemSharedMemoryUnregister(
+      CallbackServerContext* ctx, const pb::SystemSharedMemoryUnregisterRequest* req,
+      pb::SystemSharedMemoryUnregisterResponse*) override {
+    return Done(ctx, server::SystemSharedMemoryUnregister(SharedMemoryRegistry::Default(), *req));
+  }
+  ServerUnaryReactor* CudaSharedMemoryStatus(CallbackServerContext* ctx,
+                                             const pb::CudaSharedMemoryStatusRequest* req,
+                                             pb::CudaSharedMemoryStatusResponse*) override {
+    return Done(ctx, server::CudaSharedMemoryStatus(*req));
+  }
+  ServerUnaryReactor* CudaSharedMemoryRegister(CallbackServerContext* ctx,
+                                               const pb::CudaSharedMemoryRegisterRequest*,
+                                               pb::CudaSharedMemoryRegisterResponse*) override {
+    return Done(ctx, Unimplemented("{}", kCudaSharedMemoryUnsupported));
+  }
+  ServerUnaryReactor* CudaSharedMemoryUnregister(CallbackServerContext* ctx,
+                                                 const pb::CudaSharedMemoryUnregisterRequest*,
+                                                 pb::CudaSharedMemoryUnregisterResponse*) override {
+    return Done(ctx, Status::Ok());  // nothing can be registered
   }
 
   grpc::ServerBidiReactor<pb::ModelInferRequest, pb::ModelStreamInferResponse>* ModelStreamInfer(

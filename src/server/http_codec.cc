@@ -12,6 +12,7 @@
 #include <rapidjson/writer.h>
 
 #include "server/bytes_codec.h"
+#include "server/shared_memory_http.h"
 
 namespace inferd::server {
 namespace {
@@ -309,15 +310,23 @@ StatusOr<DecodedHttpRequest> DecodeHttpInferRequest(std::string model_name, int6
     ASSIGN_OR_RETURN(Shape shape, ParseShape(in, where));
 
     std::optional<uint64_t> binary_size;
+    std::optional<SharedMemoryParams> shm;
     if (const rapidjson::Value* p = Member(in, "parameters")) {
       if (!p->IsObject()) return InvalidArgument("{}: 'parameters' must be an object", where);
+      ASSIGN_OR_RETURN(shm, ParseJsonSharedMemoryParams(*p, where));
       if (const rapidjson::Value* b = Member(*p, "binary_data_size")) {
         ASSIGN_OR_RETURN(binary_size, GetUInt(*b, where + ": 'binary_data_size'"));
       }
     }
     const rapidjson::Value* data = Member(in, "data");
     Tensor tensor;
-    if (binary_size.has_value()) {
+    if (shm.has_value()) {
+      if (data != nullptr || binary_size.has_value()) {
+        return InvalidArgument("{}: has both shared memory and 'data'/'binary_data_size'", where);
+      }
+      ASSIGN_OR_RETURN(tensor, SharedMemoryRegistry::Default().InputTensor(*shm, *dtype, shape,
+                                                                           where));
+    } else if (binary_size.has_value()) {
       if (data != nullptr) {
         return InvalidArgument("{}: has both 'data' and 'binary_data_size'", where);
       }
@@ -386,6 +395,8 @@ StatusOr<DecodedHttpRequest> DecodeHttpInferRequest(std::string model_name, int6
           }
           req.classification[name] = c->GetInt64();
         }
+        ASSIGN_OR_RETURN(auto shm, ParseJsonSharedMemoryParams(*p, where));
+        if (shm.has_value()) out.output_options.shared_memory[name] = std::move(*shm);
       }
       for (const auto& prev : req.requested_outputs) {
         if (prev == name) return InvalidArgument("{}: requested more than once", where);
@@ -460,7 +471,9 @@ StatusOr<EncodedHttpResponse> EncodeHttpInferResponse(const InferenceResponse& r
     w.StartArray();
     for (int64_t d : tensor.shape()) w.Int64(d);
     w.EndArray();
-    if (options.IsBinary(name)) {
+    if (options.shared_memory.count(name) != 0) {
+      // Written into the client's shared memory region: no data here.
+    } else if (options.IsBinary(name)) {
       w.Key("parameters");
       w.StartObject();
       w.Key("binary_data_size");
@@ -476,7 +489,7 @@ StatusOr<EncodedHttpResponse> EncodeHttpInferResponse(const InferenceResponse& r
         }
       }
       DispatchAll(
-          tensor.dtype(), [&](auto tag) { WriteData<decltype(tag)>(w, tensor); }, [] {});
+          tensor.dtype(), [&w, &t = tensor](auto tag) { WriteData<decltype(tag)>(w, t); }, [] {});
       w.EndArray();
     }
     w.EndObject();

@@ -14,7 +14,8 @@
 //
 // JSON `data` may be flat or nested; either way it is read in row-major order and must hold exactly
 // as many elements as the shape. Binary inputs become views into the body (no copy) when their
-// offset is aligned to the element size.
+// offset is aligned to the element size. Inputs whose `parameters` name a shared_memory_region
+// are views into that region of SharedMemoryRegistry::Default() (shared_memory_http.h).
 //
 // BYTES (strings): JSON `data` holds JSON strings (any other JSON value is an error); binary data
 // is the length-prefixed form of server/bytes_codec.h (a 4-byte little-endian length before each
@@ -33,6 +34,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "server/shared_memory.h"
 #include "serving/inference.h"
 
 namespace inferd::server {
@@ -43,6 +45,9 @@ struct HttpOutputOptions {
   bool binary_by_default = false;
   // Per-output `binary_data` parameters, overriding the default.
   std::map<std::string, bool> binary;
+  // Outputs written into system shared memory (parameters shared_memory_region, ...): the
+  // response lists them without data (shared_memory.h).
+  std::map<std::string, SharedMemoryParams> shared_memory;
 
   bool IsBinary(const std::string& name) const {
     auto it = binary.find(name);

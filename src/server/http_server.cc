@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "server/http_codec.h"
+#include "server/http_compression.h"
 
 namespace inferd::server {
 namespace {
@@ -135,6 +136,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
  private:
   void ReadHeader() {
+    reply_encoding_ = HttpEncoding::kIdentity;
     parser_.emplace();
     // Checked by hand in OnHeader to answer 413 cleanly. (Not boost::none: Beast 1.74 compares
     // the content length against an empty optional and reports body_limit.)
@@ -191,6 +193,11 @@ class Session : public std::enable_shared_from_this<Session> {
       if (it != msg.end()) req.headers.emplace_back(name, std::string(it->value()));
     }
     req.body = std::make_shared<std::string>(std::move(msg.body()));
+    if (!DecodeContentEncoding(msg, req.body.get())) return;
+    if (auto it = msg.find(http::field::accept_encoding); it != msg.end()) {
+      reply_encoding_ =
+          ChooseResponseEncoding(std::string_view(it->value().data(), it->value().size()));
+    }
     HttpResponder reply = [self = shared_from_this()](HttpReply r) {
       net::post(self->stream_.get_executor(), [self, r = std::move(r)]() mutable {
         if (r.render) {
@@ -201,6 +208,42 @@ class Session : public std::enable_shared_from_this<Session> {
       });
     };
     server_->handler(std::move(req), std::move(reply));
+  }
+
+  // Inflates a gzip/deflate body in place (http_compression.h), bounded by the request limit.
+  // On failure answers 413 (inflated size over the limit), 400 (corrupt) or 415 (unknown coding)
+  // and returns false.
+  bool DecodeContentEncoding(const http::request<http::string_body>& msg, std::string* body) {
+    auto it = msg.find(http::field::content_encoding);
+    if (it == msg.end() || body->empty()) return true;
+    auto encoding = ParseContentEncoding(std::string_view(it->value().data(), it->value().size()));
+    StatusOr<std::string> plain = encoding.status();
+    if (encoding.ok()) plain = Decompress(*encoding, *body, server_->options.max_request_bytes);
+    if (plain.ok()) {
+      *body = std::move(*plain);
+      return true;
+    }
+    const StatusCode code = plain.status().code();
+    HttpReply r;
+    r.status = code == StatusCode::kResourceExhausted ? 413
+               : code == StatusCode::kUnimplemented    ? 415
+                                                       : 400;
+    r.body = JsonError(plain.status().message());
+    if (r.status == 413) keep_alive_ = false;
+    Write(std::move(r));
+    return false;
+  }
+
+  // Compresses a reply body for a client that sent Accept-Encoding gzip/deflate.
+  void EncodeReplyBody(HttpReply& r) {
+    if (reply_encoding_ == HttpEncoding::kIdentity || r.body.empty()) return;
+    for (const auto& h : r.headers) {
+      if (beast::iequals(h.first, "content-encoding")) return;
+    }
+    auto packed = Compress(reply_encoding_, r.body);
+    if (!packed.ok()) return;  // zlib failing: send the body as is
+    r.body = std::move(*packed);
+    r.headers.emplace_back("Content-Encoding", HttpEncodingName(reply_encoding_));
   }
 
   void TooLarge(uint64_t length, bool drain) {
@@ -222,6 +265,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void Write(HttpReply r) {
     if (server_->stopped.load()) return;
     if (r.stream) return WriteStreamHead(std::move(r));
+    // 1xx, 204 and 304 carry no body and no Content-Length.
+    const bool bodiless = r.status < 200 || r.status == 204 || r.status == 304;
+    if (!bodiless) EncodeReplyBody(r);
     const auto status = static_cast<http::status>(r.status);
     const beast::string_view reason = http::obsolete_reason(status);
     head_.clear();
@@ -229,8 +275,6 @@ class Session : public std::enable_shared_from_this<Session> {
     head_.append(reason.data(), reason.size()).append("\r\nServer: inferd\r\n");
     if (!r.content_type.empty()) head_.append("Content-Type: ").append(r.content_type).append("\r\n");
     for (const auto& [k, v] : r.headers) head_.append(k).append(": ").append(v).append("\r\n");
-    // 1xx, 204 and 304 carry no body and no Content-Length.
-    const bool bodiless = r.status < 200 || r.status == 204 || r.status == 304;
     if (!bodiless) head_.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n");
     if (!keep_alive_) head_.append("Connection: close\r\n");
     head_.append("\r\n");
@@ -352,6 +396,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   HttpServer::Impl* server_;
   bool keep_alive_ = true;
+  HttpEncoding reply_encoding_ = HttpEncoding::kIdentity;  // from the request's Accept-Encoding
   bool drain_after_write_ = false;
   std::vector<char> drain_buffer_;
   size_t drained_ = 0;

@@ -10,6 +10,7 @@
 #include "server/http_codec.h"
 #include "server/metrics.h"
 #include "server/repository_codec.h"
+#include "server/shared_memory_http.h"
 
 namespace inferd::server {
 namespace {
@@ -286,13 +287,24 @@ void Infer(ModelManager* manager, ServerExtensions& ext, HttpRequest& req, std::
   // connection's I/O thread (HttpReply::render), so a worker that finishes a batch of 64 requests
   // hands out 64 replies instead of encoding them one after another.
   auto options = std::make_shared<const HttpOutputOptions>(std::move(decoded->output_options));
-  manager->Infer(std::move(decoded->request), [reply = std::move(reply), options](
+  auto shm = std::make_shared<SharedMemoryOutputs>();
+  if (!options->shared_memory.empty()) {
+    auto resolved = ResolveSharedMemoryOutputs(SharedMemoryRegistry::Default(),
+                                               options->shared_memory);
+    if (!resolved.ok()) return reply(Error(resolved.status()));
+    *shm = std::move(*resolved);
+  }
+  manager->Infer(std::move(decoded->request), [reply = std::move(reply), options, shm](
                                                   Status status,
                                                   serving::InferenceResponse response) {
     if (!status.ok()) return reply(Error(status));
     HttpReply r;
-    r.render = [options, response = std::make_shared<serving::InferenceResponse>(
-                             std::move(response))](HttpReply* out) {
+    r.render = [options, shm, response = std::make_shared<serving::InferenceResponse>(
+                                  std::move(response))](HttpReply* out) {
+      if (Status s = WriteSharedMemoryOutputs(*shm, response->outputs); !s.ok()) {
+        *out = Error(s);
+        return;
+      }
       auto encoded = EncodeHttpInferResponse(*response, *options);
       if (!encoded.ok()) {
         *out = Error(encoded.status());
@@ -329,6 +341,7 @@ void Route(ModelManager* manager, ServerExtensions& ext, HttpRequest& req, HttpR
     if (parts[1] == "logging") return Logging(ext, req, reply);
     return Trace(ext, "", req, reply);
   }
+  if (HandleSharedMemoryHttp(SharedMemoryRegistry::Default(), req, reply)) return;
   if (parts[1] == "health" && parts.size() == 3 && (parts[2] == "live" || parts[2] == "ready")) {
     if (!get) return method_not_allowed();
     bool ok = parts[2] == "live" ? manager->IsLive() : manager->IsReady();

@@ -12,6 +12,7 @@
 //                                                      repository_codec.h) or unload
 //   GET|POST /v2/logging                               logging extension (server_extensions.h)
 //   GET|POST /v2/trace/setting, /v2/models/M/trace/setting   trace extension
+//   /v2/systemsharedmemory/..., /v2/cudasharedmemory/...  shared memory (shared_memory_http.h)
 // Errors are {"error": "..."} with HttpStatusFor's codes; unknown paths 404, wrong method 405.
 #pragma once
 

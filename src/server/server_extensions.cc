@@ -86,6 +86,7 @@ const std::vector<const char*>& ServerExtensions::Names() {
   static const std::vector<const char*> names = {"classification", "binary_tensor_data",
                                                  "statistics", "model_configuration",
                                                  "model_repository", "schedule_policy",
+                                                 "sequence", "system_shared_memory",
                                                  "trace", "logging"};
   return names;
 }
