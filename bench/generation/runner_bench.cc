@@ -6,6 +6,8 @@
 // one token per sequence (greedy argmax of the returned logits, as the engine's sampler would)
 // and prints the median and mean step time and the aggregate decode tokens/s. --profile adds
 // the executor's per-node timing summed by op type. Not a test: run by hand, never by ctest.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,7 +15,6 @@
 #include <cstring>
 #include <map>
 #include <string>
-#include <sys/resource.h>
 #include <vector>
 
 #include "generation/model_runner.h"
@@ -170,10 +171,11 @@ int main(int argc, char** argv) {
   double sum = 0;
   for (double ms : step_ms) sum += ms;
   const double median = sorted[sorted.size() / 2], mean = sum / step_ms.size();
-  std::printf("%s streams=%d threads=%d int8=%d merge=%d steps=%zu: step median %.3f ms mean %.3f ms, "
-              "%.1f tokens/s aggregate (median), %.1f tokens/s per stream\n",
-              a.model.c_str(), a.streams, a.threads, a.int8 ? 1 : 0, a.merge ? 1 : 0, step_ms.size(), median, mean,
-              1000.0 * a.streams / median, 1000.0 / median);
+  std::printf(
+      "%s streams=%d threads=%d int8=%d merge=%d steps=%zu: step median %.3f ms mean %.3f ms, "
+      "%.1f tokens/s aggregate (median), %.1f tokens/s per stream\n",
+      a.model.c_str(), a.streams, a.threads, a.int8 ? 1 : 0, a.merge ? 1 : 0, step_ms.size(),
+      median, mean, 1000.0 * a.streams / median, 1000.0 / median);
   std::printf("  cpu %.3f ms per step (all threads)\n", cpu_ms / step_ms.size());
   if (a.profile && session != nullptr) PrintProfile(*session);
   return 0;

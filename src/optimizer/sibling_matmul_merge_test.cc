@@ -11,9 +11,9 @@ namespace {
 
 using testing::CloneModel;
 using testing::CountOps;
+using testing::ExpectTensorNear;
 using testing::ModelBuilder;
 using testing::RunModel;
-using testing::ExpectTensorNear;
 
 Tensor RandomTensor(Shape shape, uint32_t seed) {
   Tensor t = Tensor::Allocate(DataType::kFloat32, shape);
