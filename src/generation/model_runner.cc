@@ -13,6 +13,7 @@
 
 #include "graph/onnx_io.h"
 #include "optimizer/paged_attention_rewrite.h"
+#include "optimizer/sibling_matmul_merge.h"
 #include "quantize/dynamic_int8.h"
 #include "session/session.h"
 
@@ -63,6 +64,7 @@ class PagedModelRunner final : public ModelRunner {
   int block_size() const override { return block_size_; }
   int num_blocks() const override { return num_blocks_; }
   Status Step(std::span<const SequenceChunk> chunks, Tensor* logits) override;
+  const Session* session() const override { return session_.get(); }
   // Fails when the session needs an input the runner does not feed or has no logits output.
   Status CheckInterface();
 
@@ -289,6 +291,11 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateDecoderRunner(const std::filesystem
   StatusOr<int> rewritten = PagedAttentionRewrite(ro).Run(model.graph);
   if (!rewritten.ok()) {
     return rewritten.status().WithContext(model_path + ": cannot run as a paged decoder");
+  }
+  // Q/K/V and gate/up become one MatMul each: a decode step makes a third of the kernel calls
+  // (and OpenMP barriers) for the same weights read (sibling_matmul_merge.h).
+  if (options.merge_projections) {
+    RETURN_IF_ERROR(SiblingMatMulMerge().Run(model.graph).status().WithContext(model_path));
   }
   if (options.int8_weights) {
     quantize::QuantizeOptions q;

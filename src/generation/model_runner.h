@@ -36,6 +36,10 @@
 #include "common/status.h"
 #include "common/tensor.h"
 
+namespace inferd {
+class Session;
+}
+
 namespace inferd::gen {
 
 // The model's shape, from config.json (Hugging Face field names).
@@ -57,6 +61,9 @@ struct RunnerOptions {
   int block_size = 16;                // tokens per block, 1..1024
   int num_threads = 0;                // intra-op threads; 0 = all cores (>= 0)
   bool int8_weights = false;          // dynamic-int8 MatMul weights (quantize/dynamic_int8.h)
+  // Q/K/V and gate/up projections of one input as one MatMul each (optimizer/
+  // sibling_matmul_merge.h): same results, fewer kernel calls per step. Off only to measure it.
+  bool merge_projections = true;
 };
 
 struct SequenceChunk {  // one sequence's share of a step
@@ -78,6 +85,8 @@ class ModelRunner {
   // the vocabulary, a position past max_context, a block table too short or naming a block
   // outside 0..num_blocks-1. Errors leave the cache contents of the step's slots undefined only.
   virtual Status Step(std::span<const SequenceChunk> chunks, Tensor* logits) = 0;
+  // The session behind the runner, for profiling (Session::executor()); null when there is none.
+  virtual const Session* session() const { return nullptr; }
 };
 
 // Loads <dir>/model.onnx + config.json, rewrites attention, allocates the KV pool. Fails (the

@@ -132,13 +132,23 @@ Status CheckPagedAttentionArgs(const PagedAttentionArgs& a) {
   return Status::Ok();
 }
 
+// Multiply-adds below which a step's attention runs on the calling thread (~20 us of work).
+constexpr int64_t kMinParallelWork = int64_t{1} << 17;
+
 void PagedAttention(const PagedAttentionArgs& a, float* out) {
   WriteCache(a);
   const int64_t group = a.num_heads / a.num_kv_heads;
   const std::vector<WorkItem> items = MakeWorkItems(a, std::max<int64_t>(1, kItemRows / group));
   const int64_t n = static_cast<int64_t>(items.size());
-  const int threads =
-      omp_in_parallel() ? 1 : static_cast<int>(std::min<int64_t>(omp_get_max_threads(), n));
+  // Query-key dot products of length head_dim in the whole step. A short decode (one sequence, a
+  // few dozen positions) is microseconds of arithmetic: a parallel region's fork and barrier cost
+  // more than that, far more on a loaded host where the other thread may not be running.
+  int64_t work = 0;
+  for (const WorkItem& item : items) work += item.cost;
+  work *= group * a.head_dim;
+  const int threads = omp_in_parallel() || work < kMinParallelWork
+                          ? 1
+                          : static_cast<int>(std::min<int64_t>(omp_get_max_threads(), n));
 #pragma omp parallel for num_threads(std::max(threads, 1)) schedule(dynamic, 1) if (threads > 1)
   for (int64_t i = 0; i < n; ++i) FlashAttention(MakeTile(a, items[i], out));
 }

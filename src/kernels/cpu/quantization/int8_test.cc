@@ -167,6 +167,14 @@ TEST(MatMulIntegerDnnlTest, MatchesReference) {
     ASSERT_TRUE(fast.ok() && ref.ok()) << fast.status().ToString() << ref.status().ToString();
     ExpectTensorNear((*fast)[0], (*ref)[0], 0, 0);
   }
+  {  // One row (a decode step), full ranges and a long K: int32 accumulation stays exact.
+    Tensor a = RandomInts<uint8_t>({1, 1000}, 0, 255, 6);
+    Tensor b = RandomInts<int8_t>({1000, 70}, -128, 127, 7);
+    auto fast = RunNode("MatMulInteger", {}, {a, b}, 1, 13, {1});
+    auto ref = RunNode("MatMulInteger", {}, {a, b}, 1, 13);
+    ASSERT_TRUE(fast.ok() && ref.ok()) << fast.status().ToString() << ref.status().ToString();
+    ExpectTensorNear((*fast)[0], (*ref)[0], 0, 0);
+  }
   // K mismatch and a zero point of the wrong type fail cleanly.
   Tensor b = RandomInts<int8_t>({48, 8}, -127, 127, 5);
   EXPECT_FALSE(

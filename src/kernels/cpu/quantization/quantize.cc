@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <vector>
 
 #include "kernels/cpu/quantization/matmul_dnnl.h"
 #include "kernels/cpu/quantization/quant_util.h"
@@ -321,9 +323,43 @@ StatusOr<std::vector<int32_t>> MatMulZeroPoints(const Tensor* zp, int64_t n, con
   return ReadZeroPoints(zp, n, what);
 }
 
+// A constant int8 B [K, N] stored transposed ([N, K]) for the exact fallback below: each output
+// is one contiguous int8 dot product, which compilers vectorize (sign-extend + pmaddwd; a pair of
+// u8/s8 products is at most 2 * 255 * 128 in magnitude, so int16 x int16 -> int32 is exact).
+struct TransposedInt8 {
+  int64_t k = 0, n = 0;
+  std::vector<int8_t> bt;
+
+  explicit TransposedInt8(const Tensor& b) : k(b.dim(0)), n(b.dim(1)), bt(k * n) {
+    const int8_t* src = b.data<int8_t>();
+    for (int64_t r = 0; r < k; ++r) {
+      for (int64_t c = 0; c < n; ++c) bt[c * k + r] = src[r * n + c];
+    }
+  }
+
+  // y[m, n] = sum_k (a[m, k] - a_zp) * b[k, n]; a is uint8/int8 [M, K].
+  template <typename A>
+  void Run(const A* a, int64_t m, int32_t a_zp, int32_t* y) const {
+    std::vector<int16_t> aw(m * k);
+    for (int64_t i = 0; i < m * k; ++i) aw[i] = static_cast<int16_t>(int32_t{a[i]} - a_zp);
+    ParallelFor(n, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        const int8_t* col = bt.data() + c * k;
+        for (int64_t r = 0; r < m; ++r) {
+          const int16_t* row = aw.data() + r * k;
+          int32_t acc = 0;
+          for (int64_t i = 0; i < k; ++i) acc += int32_t{row[i]} * int32_t{col[i]};
+          y[r * n + c] = acc;
+        }
+      }
+    });
+  }
+};
+
 // MatMulInteger; with a constant int8 2-D B whose zero points are 0 (what `inferd quantize
 // --dynamic` writes) it runs on oneDNN's int8 matmul (matmul_dnnl.h) where that is exact on this
-// CPU (DnnlQMatMul::Takes).
+// CPU (DnnlQMatMul::Takes), else on B transposed once (TransposedInt8): the generic path widens
+// all of B to int32 on every call, ~100x slower for a decoder's matrix-vector products.
 class MatMulIntegerKernel final : public OpKernel {
  public:
   Status Init(const KernelInfo& info) override {
@@ -338,6 +374,9 @@ class MatMulIntegerKernel final : public OpKernel {
     }
     StatusOr<std::unique_ptr<DnnlQMatMul>> fast = DnnlQMatMul::Create(*b);
     if (fast.ok()) fast_ = std::move(*fast);
+    if (!fast_ || !fast_->Takes(DataType::kUInt8) || !fast_->Takes(DataType::kInt8)) {
+      transposed_ = std::make_unique<TransposedInt8>(*b);
+    }
     return Status::Ok();
   }
 
@@ -362,6 +401,20 @@ class MatMulIntegerKernel final : public OpKernel {
       Status st = fast_->Run(ctx.node(), *a, zp, y);
       if (st.ok() || st.code() != StatusCode::kInternal) return st;
     }
+    if (transposed_ && a->rank() >= 2 && a->dim(a->rank() - 1) == transposed_->k &&
+        (a_zp == nullptr || a_zp->NumElements() == 1)) {
+      Shape out = a->shape();
+      out.back() = transposed_->n;
+      Tensor* y = ctx.AllocateOutputUninitialized(0, DataType::kInt32, out);
+      const int32_t zp = a_zp ? static_cast<int32_t>(a_zp->GetAsInt64(0)) : 0;
+      const int64_t m = a->NumElements() / transposed_->k;
+      if (a->dtype() == DataType::kUInt8) {
+        transposed_->Run(a->data<uint8_t>(), m, zp, y->data<int32_t>());
+      } else {
+        transposed_->Run(a->data<int8_t>(), m, zp, y->data<int32_t>());
+      }
+      return Status::Ok();
+    }
     ASSIGN_OR_RETURN(MatMulPlan p, PlanMatMul(a->shape(), b->shape(), "MatMulInteger"));
     ASSIGN_OR_RETURN(auto azp, MatMulZeroPoints(ctx.Input(2), p.m, *a, "a_zero_point"));
     ASSIGN_OR_RETURN(auto bzp, MatMulZeroPoints(ctx.Input(3), p.n, *b, "b_zero_point"));
@@ -373,6 +426,7 @@ class MatMulIntegerKernel final : public OpKernel {
 
  private:
   std::unique_ptr<DnnlQMatMul> fast_;
+  std::unique_ptr<TransposedInt8> transposed_;  // when oneDNN is not exact for some A type
 };
 
 // QLinearMatMul(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp).
