@@ -36,7 +36,9 @@ EXAMPLES = [
     ("simple_http_model_control.py", [], "http"),
     ("simple_http_health_metadata.py", [], "http"),
     ("reuse_infer_objects_client.py", ["-i", "http"], "http"),
-    ("memory_growth_test.py", ["-i", "http", "-r", "200"], "http"),
+    # memory_growth_test.py has no -u: it runs only when the server got Triton's default ports.
+    ("memory_growth_test.py", ["-i", "http", "-r", "200"], "default"),
+    ("memory_growth_test.py", ["-i", "grpc", "-r", "200"], "default"),
     ("image_client.py", ["-m", "densenet_onnx", "-c", "3", "-s", "INCEPTION", "{image}"], "http"),
     ("simple_grpc_infer_client.py", [], "grpc"),
     ("simple_grpc_async_infer_client.py", [], "grpc"),
@@ -67,6 +69,15 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def port_free(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
 
 
 def write_image(path):
@@ -107,11 +118,12 @@ def main():
                            "--out", repo] + extra)
     seq = os.path.join(HERE, "write_sequence_models.py")
     if os.path.exists(seq):
-        subprocess.check_call([sys.executable, seq, "--out", repo])
+        subprocess.check_call([sys.executable, seq, repo])
     image = os.path.join(args.work_dir, "image.jpg")
     write_image(image)
 
-    http, grpc, metrics = free_port(), free_port(), free_port()
+    http, grpc, metrics = (8000, 8001, 8002) if all(port_free(p) for p in (8000, 8001, 8002)) \
+        else (free_port(), free_port(), free_port())
     log = open(os.path.join(args.work_dir, "server.log"), "w")
     server = subprocess.Popen(
         [args.inferd, "serve", "--model-repository", repo, "--id", "triton",
@@ -125,9 +137,13 @@ def main():
         for name, extra_args, proto in EXAMPLES:
             if args.only and name not in args.only:
                 continue
-            url = f"localhost:{http if proto == 'http' else grpc}"
-            cmd = [sys.executable, os.path.join(args.client_dir, "src/python/examples", name),
-                   "-u", url] + [a.format(image=image) for a in extra_args]
+            if proto == "default" and (http, grpc) != (8000, 8001):
+                print(f"SKIP {name} (Triton's default ports 8000/8001 are taken)")
+                continue
+            url = ["-u", f"localhost:{http if proto == 'http' else grpc}"] if proto != "default" \
+                else []
+            cmd = [sys.executable, os.path.join(args.client_dir, "src/python/examples", name)] + \
+                url + [a.format(image=image) for a in extra_args]
             start = time.time()
             try:
                 p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)

@@ -19,7 +19,6 @@ Sequence models are written by scripts/triton/write_sequence_models.py. The scri
 """
 import argparse
 import os
-import shutil
 
 import onnx
 from onnx import TensorProto, helper
@@ -84,10 +83,17 @@ def identity_model(elem):
 def write_image_model(repo, model_path):
     """densenet_onnx: Triton's image example model name, here any NCHW ImageNet classifier."""
     model = onnx.load(model_path)
-    inp, out = model.graph.input[0].name, model.graph.output[0].name
+    # Triton's densenet_onnx names its tensors data_0 and fc6_1, and grpc_client.py hard-codes them.
+    rename = {model.graph.input[0].name: "data_0", model.graph.output[0].name: "fc6_1"}
+    for v in list(model.graph.input[:1]) + list(model.graph.output[:1]):
+        v.name = rename[v.name]
+    for node in model.graph.node:
+        node.input[:] = [rename.get(n, n) for n in node.input]
+        node.output[:] = [rename.get(n, n) for n in node.output]
+    inp, out = "data_0", "fc6_1"
     dst = os.path.join(repo, "densenet_onnx")
     os.makedirs(os.path.join(dst, "1"), exist_ok=True)
-    shutil.copyfile(model_path, os.path.join(dst, "1", "model.onnx"))
+    onnx.save(model, os.path.join(dst, "1", "model.onnx"))
     with open(os.path.join(dst, "densenet_labels.txt"), "w") as f:
         f.writelines(f"CLASS_{i}\n" for i in range(1000))
     with open(os.path.join(dst, "config.pbtxt"), "w") as f:

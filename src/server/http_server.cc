@@ -236,7 +236,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Compresses a reply body for a client that sent Accept-Encoding gzip/deflate.
   void EncodeReplyBody(HttpReply& r) {
-    if (reply_encoding_ == HttpEncoding::kIdentity || r.body.empty()) return;
+    if (!r.compressible || reply_encoding_ == HttpEncoding::kIdentity || r.body.empty()) return;
     for (const auto& h : r.headers) {
       if (beast::iequals(h.first, "content-encoding")) return;
     }

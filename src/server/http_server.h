@@ -103,6 +103,10 @@ struct HttpReply {
   std::function<void(HttpReply*)> render;
   // When set, `body` is ignored and the body is streamed from here (see the file comment).
   std::shared_ptr<HttpStream> stream;
+  // Compress the body per the request's Accept-Encoding (gzip/deflate). Only inference replies set
+  // it, as Triton compresses only those: clients such as tritonclient's aiohttp one send
+  // Accept-Encoding by default yet read every other reply (metadata, config, ...) as plain JSON.
+  bool compressible = false;
 };
 
 // Must be called exactly once per request, from any thread.

@@ -316,6 +316,7 @@ void Infer(ModelManager* manager, ServerExtensions& ext, HttpRequest& req, std::
                                   std::to_string(encoded->json_length));
       }
       out->body = std::move(encoded->body);
+      out->compressible = true;
     };
     reply(std::move(r));
   });

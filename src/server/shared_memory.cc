@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "server/bytes_codec.h"
+
 namespace inferd::server {
 
 class SharedMemoryMapping {
@@ -157,6 +159,12 @@ StatusOr<SharedMemoryView> SharedMemoryRegistry::Lookup(const SharedMemoryParams
 StatusOr<Tensor> SharedMemoryRegistry::InputTensor(const SharedMemoryParams& params,
                                                    DataType dtype, const Shape& shape,
                                                    std::string_view where) const {
+  if (dtype == DataType::kString) {
+    // BYTES in a region use the binary extension's form (4-byte length + bytes per element),
+    // decoded (one copy) into an owned string tensor.
+    ASSIGN_OR_RETURN(SharedMemoryView view, Lookup(params, where));
+    return DecodeLengthPrefixed(std::string_view(view.data, view.size), shape, where);
+  }
   const uint64_t expected = static_cast<uint64_t>(NumElements(shape)) * SizeOf(dtype);
   if (params.byte_size != expected) {
     return InvalidArgument("{}: shared_memory_byte_size is {} bytes but {} {} needs {}", where,
@@ -185,6 +193,17 @@ StatusOr<SharedMemoryView> SharedMemoryRegistry::OutputView(const SharedMemoryPa
 
 Status WriteSharedMemoryOutput(const SharedMemoryView& view, const Tensor& tensor,
                                std::string_view name) {
+  if (tensor.is_string()) {
+    std::string encoded;
+    AppendLengthPrefixed(tensor, &encoded);
+    if (encoded.size() > view.size) {
+      return InvalidArgument(
+          "output '{}': shared_memory_byte_size {} is too small for the result ({} bytes)", name,
+          view.size, encoded.size());
+    }
+    std::memcpy(view.data, encoded.data(), encoded.size());
+    return Status::Ok();
+  }
   const uint64_t size = tensor.ByteSize();
   if (size > view.size) {
     return InvalidArgument(
