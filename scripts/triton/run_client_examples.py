@@ -15,6 +15,7 @@ Prints one line per example (PASS/FAIL, seconds) and a Markdown table; exits 1 i
 """
 import argparse
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -103,28 +104,19 @@ def wait_ready(port, server, timeout=120):
     raise SystemExit("inferd serve did not become ready")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--inferd", required=True)
-    ap.add_argument("--client-dir", required=True)
-    ap.add_argument("--work-dir", required=True)
-    ap.add_argument("--image-model", help="ONNX classifier for densenet_onnx")
-    ap.add_argument("--only", nargs="*", help="run only these example files")
-    args = ap.parse_args()
-    os.makedirs(args.work_dir, exist_ok=True)
-    repo = os.path.join(args.work_dir, "repository")
-    extra = ["--image-model", args.image_model] if args.image_model else []
-    subprocess.check_call([sys.executable, os.path.join(HERE, "write_example_models.py"),
-                           "--out", repo] + extra)
-    seq = os.path.join(HERE, "write_sequence_models.py")
-    if os.path.exists(seq):
-        subprocess.check_call([sys.executable, seq, repo])
-    image = os.path.join(args.work_dir, "image.jpg")
-    write_image(image)
+SEVEN_MODELS = ["simple", "simple_int8", "simple_string", "simple_identity", "simple_sequence",
+                "simple_dyna_sequence", "densenet_onnx"]
+CONTROL_REPOS = {"simple_http_model_control.py": SEVEN_MODELS,
+                 "simple_grpc_model_control.py": SEVEN_MODELS + ["custom_identity_int32"]}
 
+
+def run_examples(args, repo, examples, image, log_name):
+    """Serves `repo` (explicit mode, every model loaded) and runs `examples` against it."""
+    if not examples:
+        return []
     http, grpc, metrics = (8000, 8001, 8002) if all(port_free(p) for p in (8000, 8001, 8002)) \
         else (free_port(), free_port(), free_port())
-    log = open(os.path.join(args.work_dir, "server.log"), "w")
+    log = open(os.path.join(args.work_dir, log_name), "w")
     server = subprocess.Popen(
         [args.inferd, "serve", "--model-repository", repo, "--id", "triton",
          "--http-port", str(http), "--grpc-port", str(grpc), "--metrics-port", str(metrics),
@@ -134,9 +126,7 @@ def main():
     try:
         wait_ready(http, server)
         env = dict(os.environ, PYTHONPATH=os.path.join(args.client_dir, "src/python/library"))
-        for name, extra_args, proto in EXAMPLES:
-            if args.only and name not in args.only:
-                continue
+        for name, extra_args, proto in examples:
             if proto == "default" and (http, grpc) != (8000, 8001):
                 print(f"SKIP {name} (Triton's default ports 8000/8001 are taken)")
                 continue
@@ -163,6 +153,42 @@ def main():
     finally:
         server.terminate()
         server.wait(timeout=30)
+    return results
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--inferd", required=True)
+    ap.add_argument("--client-dir", required=True)
+    ap.add_argument("--work-dir", required=True)
+    ap.add_argument("--image-model", help="ONNX classifier for densenet_onnx")
+    ap.add_argument("--only", nargs="*", help="run only these example files")
+    args = ap.parse_args()
+    os.makedirs(args.work_dir, exist_ok=True)
+    repo = os.path.join(args.work_dir, "repository")
+    extra = ["--image-model", args.image_model] if args.image_model else []
+    subprocess.check_call([sys.executable, os.path.join(HERE, "write_example_models.py"),
+                           "--out", repo] + extra)
+    seq = os.path.join(HERE, "write_sequence_models.py")
+    if os.path.exists(seq):
+        subprocess.check_call([sys.executable, seq, repo])
+    image = os.path.join(args.work_dir, "image.jpg")
+    write_image(image)
+
+    # The model-control examples count the repository's models (the HTTP one expects seven, the
+    # gRPC one eight: Triton runs them on different repositories), so each gets a server of its own
+    # on a repository of that many models.
+    selected = [e for e in EXAMPLES if not args.only or e[0] in args.only]
+    results = run_examples(args, repo, [e for e in selected if e[0] not in CONTROL_REPOS], image,
+                           "server.log")
+    for example, models in CONTROL_REPOS.items():
+        sub = os.path.join(args.work_dir, f"repository_{len(models)}")
+        shutil.rmtree(sub, ignore_errors=True)
+        os.makedirs(sub)
+        for m in models:
+            os.symlink(os.path.join(repo, m), os.path.join(sub, m))
+        results += run_examples(args, sub, [e for e in selected if e[0] == example], image,
+                                f"server_{len(models)}.log")
     print("\n| example | result |\n|---|---|")
     for label, ok, _, out in results:
         why = "" if ok else " — " + (out.strip().splitlines() or ["?"])[-1][:120]

@@ -12,8 +12,9 @@ holding these models; we build them as ONNX with onnx.helper, under Triton's nam
     simple_identity        BYTES [N, -1] -> the same strings
     custom_identity_int32  INT32 [N, -1] -> the same values
     densenet_onnx          an image classifier (with --image-model: e.g. the exported
-                           MobileNetV2), NCHW FP32 input, labels file for the classification
-                           extension
+                           MobileNetV2) under Triton's tensor names, unbatched [3, 224, 224]
+                           reshaped to the model's [1, 3, 224, 224], labels file for the
+                           classification extension
 
 Sequence models are written by scripts/triton/write_sequence_models.py. The script is idempotent.
 """
@@ -100,10 +101,11 @@ def write_image_model(repo, model_path):
         f.write(f"""\
 name: "densenet_onnx"
 platform: "onnxruntime_onnx"
-max_batch_size: 8
-input [ {{ name: "{inp}" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 3, 224, 224 ] }} ]
+max_batch_size: 0
+input [ {{ name: "{inp}" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 3, 224, 224 ]
+          reshape: {{ shape: [ 1, 3, 224, 224 ] }} }} ]
 output [ {{ name: "{out}" data_type: TYPE_FP32 dims: [ 1000 ]
-           label_filename: "densenet_labels.txt" }} ]
+           reshape: {{ shape: [ 1, 1000 ] }} label_filename: "densenet_labels.txt" }} ]
 """)
 
 
