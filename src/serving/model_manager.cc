@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include "serving/lifecycle.h"
@@ -162,14 +164,21 @@ StatusOr<LoadOverride> PrepareOverride(const std::string& name, const LoadParame
   return o;
 }
 
-Status WriteOverrideFiles(const fs::path& dir, const std::map<std::string, std::string>& files) {
+// A file the file system refuses (a path component over NAME_MAX, a full disk) is INTERNAL with
+// Triton's "failed to poll from model repository" wording, as Triton answers it.
+Status WriteOverrideFiles(const std::string& name, const fs::path& dir,
+                          const std::map<std::string, std::string>& files) {
   for (const auto& [path, bytes] : files) {
     const fs::path target = dir / fs::path(path).lexically_normal();
     std::error_code ec;
     fs::create_directories(target.parent_path(), ec);
     std::ofstream out(target, std::ios::binary);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) return Internal("cannot write override file '{}'", target.string());
+    if (!out) {
+      return Internal("failed to load '{}', failed to poll from model repository: cannot write "
+                      "override file '{}': {}",
+                      name, target.string(), std::strerror(errno));
+    }
   }
   return Status::Ok();
 }
@@ -186,7 +195,7 @@ Status ModelManager::LoadModel(const std::string& name, const LoadParameters& pa
                 fmt::format("inferd-load-{}-{}-{}", getpid(), name, override_dirs_.fetch_add(1));
   std::error_code ec;
   fs::remove_all(o.model_dir, ec);
-  Status s = WriteOverrideFiles(o.model_dir, params.files);
+  Status s = WriteOverrideFiles(name, o.model_dir, params.files);
   if (s.ok()) s = LoadWith(name, o);
   fs::remove_all(o.model_dir, ec);
   return s;
