@@ -72,6 +72,27 @@ def free_port():
         return s.getsockname()[1]
 
 
+def write_attrdict_shim(work_dir):
+    """image_client.py imports `attrdict` (PyPI only, not packaged by Debian) to read HTTP metadata
+    as attributes; this stand-in does just that (recursive attribute access on dicts)."""
+    d = os.path.join(work_dir, "pyshim")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "attrdict.py"), "w") as f:
+        f.write("class AttrDict(dict):\n"
+                "    def __getattr__(self, k):\n"
+                "        try:\n"
+                "            return _wrap(self[k])\n"
+                "        except KeyError as e:\n"
+                "            raise AttributeError(k) from e\n"
+                "def _wrap(v):\n"
+                "    if isinstance(v, dict):\n"
+                "        return AttrDict(v)\n"
+                "    if isinstance(v, list):\n"
+                "        return [_wrap(x) for x in v]\n"
+                "    return v\n")
+    return d
+
+
 def port_free(port):
     with socket.socket() as s:
         try:
@@ -125,7 +146,9 @@ def run_examples(args, repo, examples, image, log_name):
     results = []
     try:
         wait_ready(http, server)
-        env = dict(os.environ, PYTHONPATH=os.path.join(args.client_dir, "src/python/library"))
+        shim = write_attrdict_shim(args.work_dir)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [os.path.join(args.client_dir, "src/python/library"), shim]))
         for name, extra_args, proto in examples:
             if proto == "default" and (http, grpc) != (8000, 8001):
                 print(f"SKIP {name} (Triton's default ports 8000/8001 are taken)")

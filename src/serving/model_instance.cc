@@ -88,7 +88,9 @@ void CompleteTask(const ModelSignature& sig, ModelStats& stats, InferTask& task,
                   NamedTensors outputs) {
   // Outputs requested with `classification` are answered as their top-k strings instead.
   std::vector<ClassifiedOutput> classified;
-  for (const auto& [name, k] : task.request->classification) {
+  for (const auto& entry : task.request->classification) {
+    const std::string& name = entry.first;  // clang 14 cannot capture a structured binding
+    const int64_t k = entry.second;
     auto it = std::find_if(outputs.begin(), outputs.end(),
                            [&](const auto& o) { return o.first == name; });
     auto spec = std::find_if(sig.outputs.begin(), sig.outputs.end(),
