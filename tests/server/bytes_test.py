@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
 import threading
 
@@ -25,7 +24,7 @@ from onnx import TensorProto, helper
 import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_test import Server, check, expect_error, failures  # noqa: E402
+from server_test import Server, check, expect_error, failures, grpc_client  # noqa: E402
 
 AWKWARD = ["", "plain", "h\u00e9llo \u20ac \U0001F600", "nul\0inside", "\0"]
 
@@ -153,15 +152,7 @@ def http_tests(base):
 
 def grpc_tests(target, proto_dir, work):
     import grpc
-    gen = os.path.join(work, "pb")
-    os.makedirs(gen, exist_ok=True)
-    subprocess.run(["protoc", f"-I{proto_dir}", f"--python_out={gen}",
-                    os.path.join(proto_dir, "model_config.proto"),
-                    os.path.join(proto_dir, "grpc_service.proto")], check=True)
-    sys.path.insert(0, gen)
-    import grpc_service_pb2 as pb
-    ch = grpc.insecure_channel(target)
-    grpc.channel_ready_future(ch).result(timeout=10)
+    pb, ch, _ = grpc_client(target, proto_dir, work)
     infer = ch.unary_unary("/inference.GRPCInferenceService/ModelInfer",
                            request_serializer=lambda m: m.SerializeToString(),
                            response_deserializer=pb.ModelInferResponse.FromString)

@@ -14,7 +14,7 @@ import requests
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from server_test import Server, check, failures  # noqa: E402
+from server_test import Server, check, failures, grpc_client  # noqa: E402
 
 
 def infer(base, model, x, params):
@@ -56,14 +56,7 @@ def http_tests(base):
 
 
 def grpc_stream_tests(target, proto_dir, work):
-    import grpc
-    gen = os.path.join(work, "pb")
-    os.makedirs(gen, exist_ok=True)
-    subprocess.run(["protoc", f"-I{proto_dir}", f"--python_out={gen}",
-                    os.path.join(proto_dir, "model_config.proto"),
-                    os.path.join(proto_dir, "grpc_service.proto")], check=True)
-    sys.path.insert(0, gen)
-    import grpc_service_pb2 as pb
+    pb, ch, _ = grpc_client(target, proto_dir, work)
 
     def request(sid, x, start, end, rid):
         req = pb.ModelInferRequest(model_name="simple_accumulator", id=rid)
@@ -82,8 +75,6 @@ def grpc_stream_tests(target, proto_dir, work):
             yield request(7, x, i == 0, i == 2, f"a{i}")
             yield request("z", 10 * x, i == 0, i == 2, f"b{i}")
 
-    ch = grpc.insecure_channel(target)
-    grpc.channel_ready_future(ch).result(timeout=10)
     stream = ch.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer",
                               request_serializer=lambda m: m.SerializeToString(),
                               response_deserializer=pb.ModelStreamInferResponse.FromString)

@@ -289,7 +289,10 @@ def metrics_tests(metrics_url, work):
         print("note: promtool not installed; skipped the lint")
 
 
-def grpc_tests(target, proto_dir, work):
+def grpc_client(target, proto_dir, work):
+    """Generates the Python messages of our protos into WORK/pb and opens a ready channel to
+    TARGET. Returns (pb, channel, unary): the grpc_service_pb2 module, the channel, and
+    unary(method, request, response_class), which calls one RPC of the KServe service."""
     import grpc
     gen = os.path.join(work, "pb")
     os.makedirs(gen, exist_ok=True)
@@ -298,7 +301,6 @@ def grpc_tests(target, proto_dir, work):
                     os.path.join(proto_dir, "grpc_service.proto")], check=True)
     sys.path.insert(0, gen)
     import grpc_service_pb2 as pb
-
     ch = grpc.insecure_channel(target)
     grpc.channel_ready_future(ch).result(timeout=10)
 
@@ -306,6 +308,13 @@ def grpc_tests(target, proto_dir, work):
         return ch.unary_unary(f"/inference.GRPCInferenceService/{method}",
                               request_serializer=lambda m: m.SerializeToString(),
                               response_deserializer=resp_cls.FromString)(req, timeout=30)
+
+    return pb, ch, unary
+
+
+def grpc_tests(target, proto_dir, work):
+    import grpc
+    pb, ch, unary = grpc_client(target, proto_dir, work)
 
     def expect_code(fn, code, what):
         try:

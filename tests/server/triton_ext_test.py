@@ -12,7 +12,6 @@ import gzip
 import json
 import os
 import shutil
-import subprocess
 import sys
 import zlib
 
@@ -166,20 +165,7 @@ def shm_http_tests(base):
 def shm_grpc_tests(target, proto_dir, work):
     import grpc
     from multiprocessing import shared_memory
-    gen = os.path.join(work, "pb")
-    os.makedirs(gen, exist_ok=True)
-    subprocess.run(["protoc", f"-I{proto_dir}", f"--python_out={gen}",
-                    os.path.join(proto_dir, "model_config.proto"),
-                    os.path.join(proto_dir, "grpc_service.proto")], check=True)
-    sys.path.insert(0, gen)
-    import grpc_service_pb2 as pb
-    ch = grpc.insecure_channel(target)
-    grpc.channel_ready_future(ch).result(timeout=10)
-
-    def unary(method, req, resp_cls):
-        return ch.unary_unary(f"/inference.GRPCInferenceService/{method}",
-                              request_serializer=lambda m: m.SerializeToString(),
-                              response_deserializer=resp_cls.FromString)(req, timeout=30)
+    pb, ch, unary = server_test.grpc_client(target, proto_dir, work)
 
     def expect_code(fn, code, needle, what):
         try:
