@@ -16,16 +16,17 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 import onnx
 from onnx import TensorProto, helper
 import requests
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from server_test import Server  # noqa: E402
 
 failures = []
 
@@ -68,44 +69,6 @@ def write_repository(root, gen_models):
             out.write(gen_config)
         return True
     return False
-
-
-class Server:
-    def __init__(self, inferd, repo, log_path):
-        self.log = open(log_path, "w")
-        self.proc = subprocess.Popen(
-            [inferd, "serve", "--model-repository", repo, "--http-port", "0", "--grpc-port", "-1",
-             "--metrics-port", "0", "--threads", "2"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.http = self.metrics = None
-        deadline = time.time() + 300
-        lines = []
-        while time.time() < deadline and not (self.http and self.metrics):
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            self.log.write(line)
-            if (m := re.search(r"HTTP KServe v2 listening on (http://\S+)", line)):
-                self.http = m.group(1)
-            if (m := re.search(r"metrics listening on (http://[^/\s]+:\d+)/metrics", line)):
-                self.metrics = m.group(1)
-        if not (self.http and self.metrics):
-            self.proc.kill()
-            raise RuntimeError("server did not start:\n" + "".join(lines))
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self):
-        for line in self.proc.stdout:
-            self.log.write(line)
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return None
 
 
 def openai_error(resp, status, param, what):
@@ -234,7 +197,9 @@ def main():
     os.makedirs(args.work_dir, exist_ok=True)
     repo = os.path.join(args.work_dir, "repository")
     have_model = write_repository(repo, args.gen_models)
-    server = Server(args.inferd, repo, os.path.join(args.work_dir, "server.log"))
+    # Loading tiny-llama (a session, warm-up) takes longer than a KServe model.
+    server = Server(args.inferd, repo, os.path.join(args.work_dir, "server.log"),
+                    args=["--threads", "2"], grpc=False, start_timeout=300, stop_timeout=30)
     try:
         h = server.http
         index = requests.post(h + "/v2/repository/index", timeout=10).json()

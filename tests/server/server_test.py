@@ -61,17 +61,30 @@ def write_repository(root):
 
 
 class Server:
-    def __init__(self, inferd, repo, log_path):
+    """`inferd serve` on free loopback ports; `http`, `grpc` and `metrics` are its addresses.
+
+    The defaults are the KServe tests' server; `args` replaces the flags after the ports, and
+    grpc=False turns the gRPC port off (then `grpc` stays None)."""
+
+    KSERVE_ARGS = ["--max-request-bytes", "1MiB", "--threads", "1", "--id", "triton"]
+
+    def __init__(self, inferd, repo, log_path, args=None, grpc=True, start_timeout=60,
+                 stop_timeout=20):
         self.log = open(log_path, "w")
+        self.stop_timeout = stop_timeout
         self.proc = subprocess.Popen(
-            [inferd, "serve", "--model-repository", repo, "--http-port", "0", "--grpc-port", "0",
-             "--metrics-port", "0", "--max-request-bytes", "1MiB", "--threads", "1",
-             "--id", "triton"],
+            [inferd, "serve", "--model-repository", repo, "--http-port", "0",
+             "--grpc-port", "0" if grpc else "-1", "--metrics-port", "0"] +
+            (self.KSERVE_ARGS if args is None else args),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.http = self.grpc = self.metrics = None
-        deadline = time.time() + 60
+        deadline = time.time() + start_timeout
         lines = []
-        while time.time() < deadline and not (self.http and self.grpc and self.metrics):
+
+        def started():
+            return self.http and self.metrics and (self.grpc or not grpc)
+
+        while time.time() < deadline and not started():
             line = self.proc.stdout.readline()
             if not line:
                 break
@@ -83,7 +96,7 @@ class Server:
                 self.grpc = m.group(1)
             if (m := re.search(r"metrics listening on (http://[^/\s]+:\d+)/metrics", line)):
                 self.metrics = m.group(1)
-        if not (self.http and self.grpc and self.metrics):
+        if not started():
             self.proc.kill()
             raise RuntimeError("server did not start:\n" + "".join(lines))
         self.startup_log = "".join(lines)
@@ -96,7 +109,7 @@ class Server:
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
         try:
-            return self.proc.wait(timeout=20)
+            return self.proc.wait(timeout=self.stop_timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             return None
