@@ -28,8 +28,12 @@ inline constexpr const char* kServerVersion = "0.1.0";
 
 // `manager` and `extensions` must outlive every request the handler receives (stop the server
 // first). `extensions` nullptr: defaults (server name "inferd"), shared by such handlers.
+// `repository`: the model repository's path as the manager was given it; replies never show where
+// it lives (paths in messages become relative to it, json_text.h). Path segments are
+// percent-decoded; every JSON string out is valid UTF-8.
 HttpHandler MakeKServeHttpHandler(serving::ModelManager* manager,
-                                  ServerExtensions* extensions = nullptr);
+                                  ServerExtensions* extensions = nullptr,
+                                  const std::string& repository = "");
 
 // GET /metrics: Prometheus text (metrics.h); anything else 404.
 HttpHandler MakeMetricsHttpHandler(serving::ModelManager* manager);

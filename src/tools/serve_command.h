@@ -29,6 +29,15 @@ struct ServeOptions {
   std::vector<std::string> load_models;     // explicit mode: models loaded at start ("*" = all)
   int exit_timeout_secs = 30;               // shutdown: how long accepted requests may take
   std::string cache_dir;                    // compiled-model cache folder; "" = none
+  // HTTP limits (docs/serving.md, "Limits"; server::HttpServerOptions).
+  int http_max_connections = 1024;
+  double http_header_timeout_secs = 30;
+  double http_body_timeout_secs = 60;
+  double http_idle_timeout_secs = 60;
+  std::string http_max_header_bytes = "64KiB";
+  int http_max_headers = 100;
+  std::string http_max_uri_bytes = "8KiB";
+  std::string http_max_inflight_bytes = "512MiB";
 };
 
 // Registers the `serve` subcommand and its flags on `app`, filling `options` when parsed.
