@@ -443,26 +443,26 @@ void Route(ModelManager* manager, ServerExtensions& ext, HttpRequest& req, HttpR
 
 }  // namespace
 
-HttpHandler MakeKServeHttpHandler(ModelManager* manager, ServerExtensions* extensions,
-                                  const std::string& repository) {
+HttpHandler MakeKServeHttpHandler(ModelManager* manager, ServerExtensions* extensions) {
   static ServerExtensions defaults;
   ServerExtensions* ext = extensions != nullptr ? extensions : &defaults;
-  if (repository.empty()) {
-    return [manager, ext](HttpRequest req, HttpResponder reply) { Route(manager, *ext, req, reply); };
-  }
+  return [manager, ext](HttpRequest req, HttpResponder reply) { Route(manager, *ext, req, reply); };
+}
+
+HttpHandler MakeRepositoryRedactingHandler(HttpHandler inner, const std::string& repository) {
   // Every spelling of the repository's location that a message may carry.
   auto roots = std::make_shared<std::vector<std::string>>();
   std::error_code ec;
   roots->push_back(repository);
   roots->push_back(std::filesystem::absolute(repository, ec).lexically_normal().string());
   roots->push_back(std::filesystem::weakly_canonical(repository, ec).string());
-  return [manager, ext, roots](HttpRequest req, HttpResponder reply) {
+  return [inner = std::move(inner), roots](HttpRequest req, HttpResponder reply) {
     // Replies rendered later are inference results (no paths); the rest are small JSON texts.
-    HttpResponder redacting = [inner = std::move(reply), roots](HttpReply r) {
+    HttpResponder redacting = [reply = std::move(reply), roots](HttpReply r) {
       if (!r.render && r.stream == nullptr) r.body = RedactRepositoryPath(r.body, *roots);
-      inner(std::move(r));
+      reply(std::move(r));
     };
-    Route(manager, *ext, req, redacting);
+    inner(std::move(req), std::move(redacting));
   };
 }
 

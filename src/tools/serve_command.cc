@@ -212,10 +212,12 @@ Status ServeCommand(const ServeOptions& o) {
   ho.max_request_bytes = max_bytes;
   RETURN_IF_ERROR(ApplyHttpLimits(o, &ho));
   ASSIGN_OR_RETURN(auto http, server::HttpServer::Start(
-                                   ho, server::MakeGenerationHttpHandler(
-                                           generative.models, manager.get(),
-                                           server::MakeKServeHttpHandler(
-                                               manager.get(), &extensions, o.model_repository))));
+                                   ho, server::MakeRepositoryRedactingHandler(
+                                           server::MakeGenerationHttpHandler(
+                                               generative.models, manager.get(),
+                                               server::MakeKServeHttpHandler(manager.get(),
+                                                                             &extensions)),
+                                           o.model_repository)));
   spdlog::info("HTTP KServe v2 listening on http://{}:{}", url_host, http->port());
   if (!generative.models->ready.empty()) {
     spdlog::info("OpenAI-compatible API on http://{}:{}/v1 ({} generative model(s))", url_host,
