@@ -28,7 +28,11 @@ constexpr size_t kMaxRank = 32;
 
 // Iterative parsing: deeply nested input cannot overflow the stack. JSON is UTF-8 text: invalid
 // bytes in a string (an "id" that would be echoed, a name) are a parse error, never passed on.
-constexpr unsigned kParseFlags = rapidjson::kParseIterativeFlag | rapidjson::kParseValidateEncodingFlag;
+// The NaN/Infinity literals are read (Python's json.dumps, hence tritonclient, writes them) but
+// never written.
+constexpr unsigned kParseFlags = rapidjson::kParseIterativeFlag |
+                                 rapidjson::kParseValidateEncodingFlag |
+                                 rapidjson::kParseNanAndInfFlag;
 
 // Non-finite values are never written as numbers (JSON has none): see WriteData.
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;

@@ -471,6 +471,12 @@ TEST(HttpCodecHardening, NonFiniteStringsInAndFiniteOverflowRejected) {
   EXPECT_TRUE(std::isnan(x[0]));
   EXPECT_EQ(x[1], std::numeric_limits<float>::infinity());
   EXPECT_EQ(x[2], -std::numeric_limits<float>::infinity());
+  // The literals Python's json.dumps writes are read too (never written).
+  r = Decode(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[2],"data":[NaN,-Infinity]}]})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(std::isnan(r->request->inputs[0].tensor.data<float>()[0]));
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[NaN]}]})",
+                "not a valid INT32");
   // 3.5e38 does not fit FP32 (it used to become Infinity); 70000 does not fit FP16.
   ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[3.5e38]}]})",
                 "element 0 (number) is not a valid FP32 value");
