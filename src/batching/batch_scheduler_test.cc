@@ -348,7 +348,8 @@ TEST_F(BatchSchedulerTest, HugeTimeoutMeansNoDeadline) {
   ASSERT_TRUE(Add(0).ok());
   rec_.WaitForStarted(1);
   ASSERT_TRUE(Add(1, 1, {.timeout = microseconds::max()}).ok());
-  ASSERT_TRUE(Add(2, 1, {.timeout = microseconds(std::numeric_limits<int64_t>::max() / 1000)}).ok());
+  ASSERT_TRUE(
+      Add(2, 1, {.timeout = microseconds(std::numeric_limits<int64_t>::max() / 1000)}).ok());
   AddAndWaitSleeping(3, 1, t0 + microseconds(100), {.timeout = microseconds(100)});
   clock_.Advance(microseconds(100));
   rec_.WaitForRejected(1);

@@ -2,13 +2,12 @@
 
 #include <google/protobuf/stubs/logging.h>
 #include <gtest/gtest.h>
+#include <rapidjson/document.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
-
-#include <rapidjson/document.h>
 
 #include "server/bytes_codec.h"
 #include "server/grpc_codec.h"
@@ -18,7 +17,9 @@ namespace {
 
 using serving::InferenceResponse;
 
-std::shared_ptr<std::string> Body(std::string s) { return std::make_shared<std::string>(std::move(s)); }
+std::shared_ptr<std::string> Body(std::string s) {
+  return std::make_shared<std::string>(std::move(s));
+}
 
 StatusOr<DecodedHttpRequest> Decode(const std::string& json, std::optional<size_t> header = {}) {
   return DecodeHttpInferRequest("m", -1, Body(json), header);
@@ -137,10 +138,9 @@ TEST(HttpCodec, EncodesJsonAndBinaryOutputs) {
   auto json = EncodeHttpInferResponse(resp, opts);
   ASSERT_TRUE(json.ok());
   EXPECT_FALSE(json->has_binary());
-  EXPECT_EQ(json->body,
-            R"({"model_name":"m","model_version":"2","id":"r","outputs":[)"
-            R"({"name":"a","datatype":"FP32","shape":[2],"data":[0.1,2.5]},)"
-            R"({"name":"b","datatype":"INT32","shape":[3],"data":[7,8,9]}]})");
+  EXPECT_EQ(json->body, R"({"model_name":"m","model_version":"2","id":"r","outputs":[)"
+                        R"({"name":"a","datatype":"FP32","shape":[2],"data":[0.1,2.5]},)"
+                        R"({"name":"b","datatype":"INT32","shape":[3],"data":[7,8,9]}]})");
   opts.binary["b"] = true;
   auto bin = EncodeHttpInferResponse(resp, opts);
   ASSERT_TRUE(bin.ok());
@@ -172,7 +172,8 @@ TEST(HttpCodec, FuzzDecoderNeverCrashes) {
   const std::vector<std::string> seeds = {
       R"({"id":"a","parameters":{"priority":1,"timeout":5,"binary_data_output":true},"inputs":[{"name":"x","datatype":"FP32","shape":[2,2],"data":[[1,2],[3,4]]}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]})",
       R"({"inputs":[{"name":"x","datatype":"INT64","shape":[3],"data":[1,2,3]},{"name":"b","datatype":"BOOL","shape":[1],"data":[true]}]})",
-      R"({"inputs":[{"name":"x","datatype":"UINT8","shape":[4],"parameters":{"binary_data_size":4}}]})" "ABCD",
+      R"({"inputs":[{"name":"x","datatype":"UINT8","shape":[4],"parameters":{"binary_data_size":4}}]})"
+      "ABCD",
   };
   std::mt19937 rng(1234);
   int ok = 0, invalid = 0;
@@ -184,12 +185,24 @@ TEST(HttpCodec, FuzzDecoderNeverCrashes) {
     for (int m = 0; m < mutations && !s.empty(); ++m) {
       size_t pos = rng() % s.size();
       switch (rng() % 6) {
-        case 0: s[pos] = static_cast<char>(rng()); break;
-        case 1: s.erase(pos, 1 + rng() % 8); break;
-        case 2: s.insert(pos, 1, "[]{}\",:0-9e."[rng() % 13]); break;
-        case 3: s.resize(pos); break;
-        case 4: s.insert(pos, s.substr(rng() % s.size(), rng() % 16)); break;
-        case 5: header = rng() % (s.size() + 4); break;
+        case 0:
+          s[pos] = static_cast<char>(rng());
+          break;
+        case 1:
+          s.erase(pos, 1 + rng() % 8);
+          break;
+        case 2:
+          s.insert(pos, 1, "[]{}\",:0-9e."[rng() % 13]);
+          break;
+        case 3:
+          s.resize(pos);
+          break;
+        case 4:
+          s.insert(pos, s.substr(rng() % s.size(), rng() % 16));
+          break;
+        case 5:
+          header = rng() % (s.size() + 4);
+          break;
       }
     }
     if (iter % 10 == 0) {  // pure noise
@@ -286,11 +299,15 @@ TEST(BytesCodec, LengthPrefixedRoundTripsAndRejectsTruncation) {
   auto t = DecodeLengthPrefixed(wire, {3}, "x");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   for (int i = 0; i < 3; ++i) EXPECT_EQ(t->data<std::string>()[i], Awkward()[i]);
-  EXPECT_NE(DecodeLengthPrefixed(wire.substr(0, 13), {3}, "x").status().message().find(
-                "element 2 has a truncated 4-byte length prefix"),
+  EXPECT_NE(DecodeLengthPrefixed(wire.substr(0, 13), {3}, "x")
+                .status()
+                .message()
+                .find("element 2 has a truncated 4-byte length prefix"),
             std::string::npos);
   EXPECT_NE(DecodeLengthPrefixed(wire.substr(0, wire.size() - 1), {3}, "x")
-                .status().message().find("claims 10 bytes"),
+                .status()
+                .message()
+                .find("claims 10 bytes"),
             std::string::npos);
   EXPECT_NE(DecodeLengthPrefixed(wire + "z", {3}, "x").status().message().find("after its"),
             std::string::npos);
@@ -309,9 +326,9 @@ TEST(HttpCodec, BytesJsonAndBinaryInputs) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(s.data<std::string>()[i], Awkward()[i]);
 
   const std::string wire = LengthPrefixed(Awkward());
-  const std::string json = fmt::format(
-      R"({{"inputs":[{{"name":"s","datatype":"BYTES","shape":[3],)"
-      R"("parameters":{{"binary_data_size":{}}}}}]}})", wire.size());
+  const std::string json = fmt::format(R"({{"inputs":[{{"name":"s","datatype":"BYTES","shape":[3],)"
+                                       R"("parameters":{{"binary_data_size":{}}}}}]}})",
+                                       wire.size());
   r = Decode(json + wire, json.size());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   for (int i = 0; i < 3; ++i) {
@@ -319,9 +336,10 @@ TEST(HttpCodec, BytesJsonAndBinaryInputs) {
   }
   // A body cut inside a length prefix or an element: the size no longer matches.
   ExpectInvalid(json + wire.substr(0, wire.size() - 2), "truncated", json.size());
-  const std::string short_json = fmt::format(
-      R"({{"inputs":[{{"name":"s","datatype":"BYTES","shape":[3],)"
-      R"("parameters":{{"binary_data_size":{}}}}}]}})", 6);
+  const std::string short_json =
+      fmt::format(R"({{"inputs":[{{"name":"s","datatype":"BYTES","shape":[3],)"
+                  R"("parameters":{{"binary_data_size":{}}}}}]}})",
+                  6);
   ExpectInvalid(short_json + wire.substr(0, 6), "truncated", short_json.size());
 }
 
@@ -389,7 +407,8 @@ namespace {
 TEST(HttpCodec, DecodesSequenceParameters) {
   const std::string in = R"("inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1]}])";
   auto r = Decode(R"({"parameters":{"sequence_id":18446744073709551615,"sequence_start":true,)"
-                  R"("sequence_end":false},)" + in + "}");
+                  R"("sequence_end":false},)" +
+                  in + "}");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->request->sequence_id, 18446744073709551615ull);
   EXPECT_TRUE(r->request->sequence_start);
@@ -452,7 +471,8 @@ TEST(HttpCodecHardening, NonFiniteFloatsAreStringsNotLiterals) {
       "f", Tensor::FromVector<float>({std::numeric_limits<float>::quiet_NaN(),
                                       std::numeric_limits<float>::infinity(),
                                       -std::numeric_limits<float>::infinity(), 1.5f}));
-  resp.outputs.emplace_back("d", Tensor::FromVector<double>({std::numeric_limits<double>::infinity()}));
+  resp.outputs.emplace_back("d",
+                            Tensor::FromVector<double>({std::numeric_limits<double>::infinity()}));
   auto json = EncodeHttpInferResponse(resp, HttpOutputOptions{});
   ASSERT_TRUE(json.ok());
   EXPECT_NE(json->body.find(R"("data":["NaN","Infinity","-Infinity",1.5])"), std::string::npos)
@@ -485,16 +505,19 @@ TEST(HttpCodecHardening, NonFiniteStringsInAndFiniteOverflowRejected) {
   ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":["nan"]}]})",
                 "element 0 (string) is not a valid FP32 value");
   // FP64 holds 3.5e38.
-  EXPECT_TRUE(Decode(R"({"inputs":[{"name":"x","datatype":"FP64","shape":[1],"data":[3.5e38]}]})").ok());
+  EXPECT_TRUE(
+      Decode(R"({"inputs":[{"name":"x","datatype":"FP64","shape":[1],"data":[3.5e38]}]})").ok());
 }
 
 TEST(HttpCodecHardening, InvalidUtf8IsRejectedInAndReplacedOut) {
-  ExpectInvalid("{\"id\":\"\xff\xfe\",\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1],"
-                "\"data\":[1]}]}",
-                "Invalid encoding");
-  ExpectInvalid("{\"inputs\":[{\"name\":\"x\",\"datatype\":\"BYTES\",\"shape\":[1],"
-                "\"data\":[\"\xc3\"]}]}",
-                "Invalid encoding");
+  ExpectInvalid(
+      "{\"id\":\"\xff\xfe\",\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1],"
+      "\"data\":[1]}]}",
+      "Invalid encoding");
+  ExpectInvalid(
+      "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"BYTES\",\"shape\":[1],"
+      "\"data\":[\"\xc3\"]}]}",
+      "Invalid encoding");
   InferenceResponse resp;
   resp.model_name = "m\xff";
   resp.id = "\xc3(";
@@ -520,8 +543,9 @@ TEST(HttpCodecHardening, DataIsCountedBeforeItIsAllocated) {
                 "more elements than the shape's 2");
   ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"INT32","shape":[2],"data":[[[1]],2]}]})",
                 "nested deeper");
-  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"INT32","shape":[2],"data":[1,{"a":[1,2]}]}]})",
-                "element 1 (object) is not a valid INT32 value");
+  ExpectInvalid(
+      R"({"inputs":[{"name":"x","datatype":"INT32","shape":[2],"data":[1,{"a":[1,2]}]}]})",
+      "element 1 (object) is not a valid INT32 value");
   // A data array before the datatype and shape, and keys named like the filtered ones elsewhere.
   auto r = Decode(R"({"data":[9],"inputs":[{"data":[[1,2],[3,4]],"name":"x","shape":[2,2],
                       "datatype":"INT64","parameters":{"data":[5]}},

@@ -1,12 +1,12 @@
 #include "server/http_protocol.h"
 
-#include <algorithm>
-#include <utility>
+#include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/field.hpp>
-#include <fmt/format.h>
+#include <utility>
 
 namespace inferd::server {
 namespace {
@@ -43,11 +43,11 @@ std::optional<HttpProtocolError> ClassifyReadError(const boost::system::error_co
     case http::error::header_limit:
     case http::error::buffer_overflow:
       if (!request_line_parsed) {
-        return HttpProtocolError{414, fmt::format("request line exceeds {} bytes",
-                                                  limits.max_header_bytes)};
+        return HttpProtocolError{
+            414, fmt::format("request line exceeds {} bytes", limits.max_header_bytes)};
       }
-      return HttpProtocolError{431, fmt::format("request header fields exceed {} bytes",
-                                                limits.max_header_bytes)};
+      return HttpProtocolError{
+          431, fmt::format("request header fields exceed {} bytes", limits.max_header_bytes)};
     case http::error::body_limit:
       return HttpProtocolError{413, "request body exceeds the limit"};
     case http::error::bad_alloc:
@@ -106,8 +106,8 @@ StatusOr<std::string> PercentDecode(std::string_view segment) {
       return InvalidArgument("invalid percent-escape in path segment '{}'", segment.substr(0, 128));
     }
     const char c = static_cast<char>(hi * 16 + lo);
-    if (c == '\0') return InvalidArgument("path segment '{}' decodes to a NUL byte",
-                                          segment.substr(0, 128));
+    if (c == '\0')
+      return InvalidArgument("path segment '{}' decodes to a NUL byte", segment.substr(0, 128));
     out.push_back(c);
     i += 2;
   }

@@ -13,14 +13,13 @@
 #pragma once
 
 #include <atomic>
+#include <boost/beast/http/message.hpp>
+#include <boost/system/error_code.hpp>
 #include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <boost/beast/http/message.hpp>
-#include <boost/system/error_code.hpp>
 
 #include "common/status.h"
 
@@ -49,8 +48,8 @@ std::optional<HttpProtocolError> ClassifyReadError(const boost::system::error_co
 // max_uri_bytes (414), more than max_header_count fields (431), Content-Length given twice (even
 // with equal values) or as a list (400), a Transfer-Encoding that is not `chunked` alone (400 when
 // chunked is not last, 501 otherwise).
-std::optional<HttpProtocolError> CheckRequestHead(
-    const boost::beast::http::request_header<>& head, const HttpProtocolLimits& limits);
+std::optional<HttpProtocolError> CheckRequestHead(const boost::beast::http::request_header<>& head,
+                                                  const HttpProtocolLimits& limits);
 
 // Decodes %XX escapes in one path segment ("m%C3%B6del" -> "mödel"). A '%' not followed by two
 // hex digits, or an escape that decodes to NUL, is INVALID_ARGUMENT. '+' stays '+' (paths are not

@@ -69,7 +69,9 @@ TEST(HttpProtocol, RequestHeadChecks) {
 }
 
 TEST(HttpProtocol, PercentDecode) {
-  EXPECT_EQ(*PercentDecode("m%C3%B6del"), "m\xC3\xB6" "del");
+  EXPECT_EQ(*PercentDecode("m%C3%B6del"),
+            "m\xC3\xB6"
+            "del");
   EXPECT_EQ(*PercentDecode("a%2fb+c"), "a/b+c");  // a segment: %2F stays inside it
   EXPECT_EQ(*PercentDecode("plain"), "plain");
   EXPECT_EQ(*PercentDecode(""), "");
@@ -103,7 +105,9 @@ TEST(HttpProtocol, ByteBudgetAndLeases) {
 TEST(JsonText, Utf8Validation) {
   EXPECT_TRUE(IsValidUtf8(""));
   EXPECT_TRUE(IsValidUtf8("ascii \x01"));
-  EXPECT_TRUE(IsValidUtf8("m\xC3\xB6" "del \xE2\x82\xAC \xF0\x9F\x98\x80"));
+  EXPECT_TRUE(
+      IsValidUtf8("m\xC3\xB6"
+                  "del \xE2\x82\xAC \xF0\x9F\x98\x80"));
   for (const char* bad : {"\xff", "\xC3", "\xC0\xAF", "\xE0\x80\xAF", "\xED\xA0\x80",
                           "\xF4\x90\x80\x80", "\xF8\x88\x80\x80\x80", "a\x80"}) {
     EXPECT_FALSE(IsValidUtf8(bad)) << bad;

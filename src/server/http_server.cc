@@ -1,21 +1,20 @@
 #include "server/http_server.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
 #include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <chrono>
 #include <limits>
 #include <optional>
 #include <thread>
-
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <spdlog/spdlog.h>
 
 #include "server/http_codec.h"
 #include "server/http_compression.h"
@@ -168,7 +167,8 @@ struct HttpServer::Impl {
     limits.max_header_bytes = o.max_header_bytes;
     limits.max_header_count = o.max_header_count;
     limits.max_uri_bytes = o.max_uri_bytes;
-    budget = o.inflight_budget ? o.inflight_budget : std::make_shared<ByteBudget>(o.max_inflight_bytes);
+    budget =
+        o.inflight_budget ? o.inflight_budget : std::make_shared<ByteBudget>(o.max_inflight_bytes);
   }
   ~Impl() {
     if (spare_fd >= 0) ::close(spare_fd);
@@ -216,14 +216,13 @@ class Session : public std::enable_shared_from_this<Session> {
     // Checked by hand in OnHeader to answer 413 cleanly. (Not boost::none: Beast 1.74 compares
     // the content length against an empty optional and reports body_limit.)
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
-    parser_->header_limit(static_cast<std::uint32_t>(
-        std::min<size_t>(server_->options.max_header_bytes, std::numeric_limits<std::uint32_t>::max())));
+    parser_->header_limit(static_cast<std::uint32_t>(std::min<size_t>(
+        server_->options.max_header_bytes, std::numeric_limits<std::uint32_t>::max())));
     parser_->on_chunk_header(on_chunk_);
     stream_.expires_after(server_->options.header_timeout);
-    http::async_read_header(stream_, buffer_, *parser_,
-                            [self = shared_from_this()](beast::error_code ec, size_t) {
-                              self->OnHeader(ec);
-                            });
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
   }
 
   // Keep-alive: the connection may sit idle_timeout waiting for its next request.
@@ -264,10 +263,9 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void ReadBody() {
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) {
-                       self->OnRead(ec);
-                     });
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
   }
 
   void OnRead(beast::error_code ec) {
@@ -317,7 +315,8 @@ class Session : public std::enable_shared_from_this<Session> {
     if (it == msg.end() || body->text.empty()) return true;
     auto encoding = ParseContentEncoding(std::string_view(it->value().data(), it->value().size()));
     StatusOr<std::string> plain = encoding.status();
-    if (encoding.ok()) plain = Decompress(*encoding, body->text, server_->options.max_request_bytes);
+    if (encoding.ok())
+      plain = Decompress(*encoding, body->text, server_->options.max_request_bytes);
     if (plain.ok()) {
       if (!body->lease.Resize(std::max(plain->size(), body->text.size()))) {
         Busy(/*drain=*/false);
@@ -330,8 +329,8 @@ class Session : public std::enable_shared_from_this<Session> {
     const StatusCode code = plain.status().code();
     HttpReply r;
     r.status = code == StatusCode::kResourceExhausted ? 413
-               : code == StatusCode::kUnimplemented    ? 415
-                                                       : 400;
+               : code == StatusCode::kUnimplemented   ? 415
+                                                      : 400;
     r.body = JsonError(plain.status().message());
     if (r.status == 413) keep_alive_ = false;
     Write(std::move(r));
@@ -381,11 +380,11 @@ class Session : public std::enable_shared_from_this<Session> {
     keep_alive_ = false;
     HttpReply r;
     r.status = 413;
-    r.body = JsonError(
-        length > 0 ? fmt::format("request body of {} bytes exceeds the limit of {} bytes", length,
-                                 server_->options.max_request_bytes)
-                   : fmt::format("request body exceeds the limit of {} bytes",
-                                 server_->options.max_request_bytes));
+    r.body =
+        JsonError(length > 0 ? fmt::format("request body of {} bytes exceeds the limit of {} bytes",
+                                           length, server_->options.max_request_bytes)
+                             : fmt::format("request body exceeds the limit of {} bytes",
+                                           server_->options.max_request_bytes));
     drain_after_write_ = drain;
     Write(std::move(r));
   }
@@ -404,9 +403,11 @@ class Session : public std::enable_shared_from_this<Session> {
     head_.clear();
     head_.append("HTTP/1.1 ").append(std::to_string(r.status)).append(" ");
     head_.append(reason.data(), reason.size()).append("\r\nServer: inferd\r\n");
-    if (!r.content_type.empty()) head_.append("Content-Type: ").append(r.content_type).append("\r\n");
+    if (!r.content_type.empty())
+      head_.append("Content-Type: ").append(r.content_type).append("\r\n");
     for (const auto& [k, v] : r.headers) head_.append(k).append(": ").append(v).append("\r\n");
-    if (!bodiless) head_.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n");
+    if (!bodiless)
+      head_.append("Content-Length: ").append(std::to_string(r.body.size())).append("\r\n");
     if (!keep_alive_) head_.append("Connection: close\r\n");
     head_.append("\r\n");
     body_ = bodiless ? std::string() : std::move(r.body);
@@ -436,7 +437,8 @@ class Session : public std::enable_shared_from_this<Session> {
     head_.append("HTTP/1.1 ").append(std::to_string(r.status)).append(" ");
     const beast::string_view reason = http::obsolete_reason(static_cast<http::status>(r.status));
     head_.append(reason.data(), reason.size()).append("\r\nServer: inferd\r\n");
-    if (!r.content_type.empty()) head_.append("Content-Type: ").append(r.content_type).append("\r\n");
+    if (!r.content_type.empty())
+      head_.append("Content-Type: ").append(r.content_type).append("\r\n");
     for (const auto& [k, v] : r.headers) head_.append(k).append(": ").append(v).append("\r\n");
     head_.append("Connection: close\r\n\r\n");
     stream_writing_ = true;
@@ -523,7 +525,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
-  ByteLease lease_;  // the request being read's claim on the in-flight budget
+  ByteLease lease_;             // the request being read's claim on the in-flight budget
   bool inflight_full_ = false;  // a chunk did not fit the budget
   std::function<void(std::uint64_t, beast::string_view, beast::error_code&)> on_chunk_;
   std::string head_, body_;  // the reply being written
@@ -563,7 +565,7 @@ void HttpServer::Impl::Accept() {
 // Out of descriptors the connection stays in the listen backlog and the socket stays readable:
 // re-arming at once would spin. Shed the waiting connection with the spare descriptor, then wait.
 void HttpServer::Impl::OnAcceptError(const beast::error_code& ec) {
-  if (ec == net::error::operation_aborted) return;  // the acceptor was closed
+  if (ec == net::error::operation_aborted) return;            // the acceptor was closed
   if (ec == net::error::connection_aborted) return Accept();  // that client only
   if (accept_backoff.count() == 0) {
     spdlog::warn("http: cannot accept connections: {}; shedding new ones until it clears",
@@ -582,7 +584,8 @@ bool HttpServer::Impl::ShedOne() {
   if (spare_fd < 0) spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // lost earlier
   if (spare_fd < 0) return false;
   ::close(spare_fd);
-  const int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  const int fd =
+      ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (fd >= 0) {
     ShedConnection(fd);
     ::close(fd);
@@ -613,9 +616,10 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions&
   }
   if (rlimit rl{}; ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
                    rl.rlim_cur < options.max_connections + 64) {
-    spdlog::warn("http: the descriptor limit ({}) is below max connections ({}) + 64; beyond it "
-                 "new connections get 503 (raise ulimit -n)",
-                 rl.rlim_cur, options.max_connections);
+    spdlog::warn(
+        "http: the descriptor limit ({}) is below max connections ({}) + 64; beyond it "
+        "new connections get 503 (raise ulimit -n)",
+        rl.rlim_cur, options.max_connections);
   }
   auto impl = std::make_unique<Impl>(options);
   impl->spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);

@@ -66,8 +66,7 @@ std::string ToValidUtf8(std::string_view s) {
   return out;
 }
 
-std::string RedactRepositoryPath(std::string_view message,
-                                 const std::vector<std::string>& roots) {
+std::string RedactRepositoryPath(std::string_view message, const std::vector<std::string>& roots) {
   // Only absolute spellings are secret (a relative one tells nothing of the host); longest
   // first, so "/a/repo" is not cut out of "/a/repo/../repo" spellings first.
   std::vector<std::string> sorted;
