@@ -192,6 +192,10 @@ class Session : public std::enable_shared_from_this<Session> {
       auto it = msg.find(name);
       if (it != msg.end()) req.headers.emplace_back(name, std::string(it->value()));
     }
+    for (const std::string& name : server_->options.extra_headers) {
+      auto it = msg.find(name);
+      if (it != msg.end()) req.headers.emplace_back(name, std::string(it->value()));
+    }
     req.body = std::make_shared<std::string>(std::move(msg.body()));
     if (!DecodeContentEncoding(msg, req.body.get())) return;
     if (auto it = msg.find(http::field::accept_encoding); it != msg.end()) {

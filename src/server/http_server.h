@@ -39,6 +39,9 @@ struct HttpServerOptions {
   uint16_t port = 8000;            // 0 = let the OS pick; see HttpServer::port()
   int io_threads = 2;              // threads running the event loop (>= 1)
   size_t max_request_bytes = size_t{64} << 20;  // body limit; larger bodies get 413
+  // Lower-case names of further request headers handed to the handler (HttpRequest::headers),
+  // e.g. the restricted-API keys (restricted_api.h).
+  std::vector<std::string> extra_headers;
 };
 
 struct HttpRequest {
