@@ -29,6 +29,9 @@ struct ServeOptions {
   std::vector<std::string> load_models;     // explicit mode: models loaded at start ("*" = all)
   int exit_timeout_secs = 30;               // shutdown: how long accepted requests may take
   std::string cache_dir;                    // compiled-model cache folder; "" = none
+  // Serving limits (hserve; docs/serving.md, "Limits (serving)").
+  int max_load_time_secs = 300;              // one model's load; past it the load fails
+  std::string max_warmup_bytes = "1GiB";     // input bytes of one warmup sample
 };
 
 // Registers the `serve` subcommand and its flags on `app`, filling `options` when parsed.
