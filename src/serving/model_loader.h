@@ -66,4 +66,10 @@ struct ModelLoad {
 ModelLoad LoadModelState(const std::string& name, const ModelState* old,
                          const ModelLoadOptions& options, const LoadOverride& override = {});
 
+// The outcome of a load that produced nothing (it passed its deadline and was abandoned): as a
+// failed LoadModelState, the running versions of `old` keep serving (with `why` as their reload
+// error), or the whole model is UNAVAILABLE with `why`.
+ModelLoad FailedLoad(const std::string& name, const ModelState* old,
+                     const ModelLoadOptions& options, Status why);
+
 }  // namespace inferd::serving
