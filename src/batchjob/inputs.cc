@@ -23,8 +23,11 @@ StatusOr<std::vector<InputItem>> ListDirectory(const fs::path& dir) {
     if (ec) return InvalidArgument("cannot list input folder {}: {}", dir.string(), ec.message());
     std::string name = it->path().filename().string();
     if (name.empty() || name[0] == '.') continue;
+    // Regular files and links to anything but a folder; a dangling link stays listed and
+    // becomes an error record when read (the user sees it instead of losing it).
     std::error_code type_ec;
-    if (!it->is_regular_file(type_ec)) continue;
+    if (it->is_directory(type_ec)) continue;
+    if (!it->is_regular_file(type_ec) && !it->is_symlink(type_ec)) continue;
     InputItem item;
     item.path = it->path();
     item.source = item.path.string();

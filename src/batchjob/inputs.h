@@ -7,9 +7,10 @@
 // relative to the listed directory (or the path as the glob matched it); for JSONL lines it is
 // filled in when the line is parsed (item_reader.h).
 //
-//   DIR         the regular files directly inside DIR (not recursive; hidden files, whose names
-//               start with '.', are skipped), sorted by name. A file that cannot be read is still
-//               listed: reading it fails later and becomes an error record.
+//   DIR         the regular files (and links, except links to folders) directly inside DIR (not
+//               recursive; hidden files, whose names start with '.', are skipped), sorted by name.
+//               A file that cannot be read (no permission, a dangling link) is still listed:
+//               reading it fails later and becomes an error record.
 //   GLOB        a pattern with *, ? or [ (glob(3)); matching regular files, sorted. No match is
 //               an error.
 //   FILE.jsonl  one request per non-blank line (item_reader.h defines the line's form). Lines are
