@@ -42,6 +42,15 @@ struct ServeOptions {
   // Serving limits (hserve; docs/serving.md, "Limits (serving)").
   int max_load_time_secs = 300;              // one model's load; past it the load fails
   std::string max_warmup_bytes = "1GiB";     // input bytes of one warmup sample
+  // HTTP limits (docs/serving.md, "Limits"; server::HttpServerOptions).
+  int http_max_connections = 1024;
+  double http_header_timeout_secs = 30;
+  double http_body_timeout_secs = 60;
+  double http_idle_timeout_secs = 60;
+  std::string http_max_header_bytes = "64KiB";
+  int http_max_headers = 100;
+  std::string http_max_uri_bytes = "8KiB";
+  std::string http_max_inflight_bytes = "512MiB";
 };
 
 // Registers the `serve` subcommand and its flags on `app`, filling `options` when parsed.
