@@ -506,6 +506,7 @@ Status ValidateOptions(const GrpcServerOptions& o) {
 // The channel arguments behind GrpcServerOptions' limits (all exist in Debian's gRPC 1.51).
 void ApplyLimits(const GrpcServerOptions& o, grpc::ServerBuilder& builder) {
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, o.max_concurrent_streams);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, o.http2_bdp_probe ? 1 : 0);
   if (o.max_connection_idle.count() > 0) {
     builder.AddChannelArgument(
         GRPC_ARG_MAX_CONNECTION_IDLE_MS,
