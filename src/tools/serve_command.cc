@@ -8,10 +8,13 @@
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
+#include "common/mutex.h"
 #include "server/grpc_server.h"
 #include "server/http_server.h"
 #include "server/kserve_http.h"
@@ -21,6 +24,75 @@
 #include "tools/serve_generation.h"
 
 namespace inferd::tools {
+namespace {
+
+// Takes SIGINT/SIGTERM (blocked in every thread) on a thread of its own from the manager's
+// creation on, and begins the manager's shutdown at once: a signal that arrives while a load is
+// stuck (at start or through the repository API) abandons that load instead of waiting for it.
+class SignalWatcher {
+ public:
+  SignalWatcher(const sigset_t& signals, serving::ModelManager* manager) : signals_(signals) {
+    thread_ = std::thread([this, manager] {
+      int sig = 0;
+      sigwait(&signals_, &sig);
+      {
+        MutexLock l(&mu_);
+        if (stopping_) return;  // the destructor's wake-up, not a signal
+      }
+      manager->BeginShutdown();
+      {
+        // Set after BeginShutdown returned: whoever sees it may destroy the manager.
+        MutexLock l(&mu_);
+        signal_ = sig;
+      }
+      changed_.NotifyAll();
+    });
+  }
+  ~SignalWatcher() {
+    {
+      MutexLock l(&mu_);
+      stopping_ = true;
+      // No signal taken yet: the thread is in sigwait; wake it with one of its own.
+      if (signal_ == 0) pthread_kill(thread_.native_handle(), SIGTERM);
+    }
+    thread_.join();
+  }
+  // The signal taken, or 0 while none.
+  int Received() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    return signal_;
+  }
+  // Blocks until a signal was taken (and the manager's shutdown begun); returns it.
+  int Wait() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    while (signal_ == 0) changed_.Wait(&mu_);
+    return signal_;
+  }
+
+ private:
+  sigset_t signals_;
+  Mutex mu_;
+  CondVar changed_;
+  int signal_ GUARDED_BY(mu_) = 0;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+const char* SignalName(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
+
+// An abandoned model load still runs on its own thread and uses the heap: returning from main
+// would run static destructors under it, so the process leaves with _exit (status 0) instead.
+void ExitIfLoadsRunning() {
+  if (const int n = serving::ModelManager::RunningLoads(); n > 0) {
+    spdlog::warn("exiting with {} abandoned model load(s) still running", n);
+    spdlog::info("stopped");
+    spdlog::default_logger()->flush();
+    std::fflush(nullptr);
+    std::_Exit(0);
+  }
+}
+
+}  // namespace
 
 namespace {
 
@@ -163,6 +235,17 @@ CLI::App* AddServeSubcommand(CLI::App& app, ServeOptions* o) {
                   "Compiled-model cache folder (optimized graphs keyed by model, options, "
                   "inferd build and CPU); empty = no cache");
   AddGrpcLimitAndAccessFlags(cmd, o);
+  // ---- serving limits (hserve) ----
+  cmd->add_option("--max-load-time-secs", o->max_load_time_secs,
+                  "Longest one model's load may take; past it the load fails (running versions "
+                  "keep serving) and is abandoned")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  cmd->add_option("--max-warmup-bytes", o->max_warmup_bytes,
+                  "Most input bytes of one warmup sample (config model_warmup over it fails the "
+                  "load; a default warmup step over it is skipped)")
+      ->capture_default_str();
+  // ---- end serving limits ----
   return cmd;
 }
 
@@ -212,6 +295,10 @@ Status ServeCommand(const ServeOptions& o) {
   mo.startup_models = o.load_models;
   mo.cache_dir = o.cache_dir;
   mo.build_id = server::kServerVersion;
+  // ---- serving limits (hserve) ----
+  mo.max_load_time = std::chrono::seconds(o.max_load_time_secs);
+  ASSIGN_OR_RETURN(mo.max_warmup_bytes, ParseByteSize(o.max_warmup_bytes));
+  // ---- end serving limits ----
   if (!o.load_models.empty() && mo.control_mode != serving::ModelControlMode::kExplicit) {
     return InvalidArgument("--load-model needs --model-control-mode explicit");
   }
@@ -219,9 +306,16 @@ Status ServeCommand(const ServeOptions& o) {
   ServedGenerativeModels generative = LoadGenerativeModels(o.model_repository, o.threads);
   mo.external_models = generative.folders;
   ASSIGN_OR_RETURN(auto manager, serving::ModelManager::Create(mo));
+  SignalWatcher watcher(signals, manager.get());  // destroyed before the manager
   spdlog::info("loading model repository {} (model control mode {})", o.model_repository,
                o.model_control_mode);
   RETURN_IF_ERROR(manager->Start());
+  if (int sig = watcher.Received(); sig != 0) {
+    spdlog::info("received {} while loading the repository; stopping", SignalName(sig));
+    manager.reset();
+    ExitIfLoadsRunning();
+    return Status::Ok();
+  }
   for (const auto& e : manager->Index()) {
     if (e.state == "READY") {
       spdlog::info("model '{}' version {} is READY", e.name, e.version);
@@ -284,11 +378,10 @@ Status ServeCommand(const ServeOptions& o) {
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                          start_time).count());
 
-  int sig = 0;
-  sigwait(&signals, &sig);
+  const int sig = watcher.Wait();
   spdlog::info("received {}, shutting down: not ready, new requests get 503; waiting up to {} s "
                "for {} accepted request(s)",
-               sig == SIGINT ? "SIGINT" : "SIGTERM", o.exit_timeout_secs, manager->InFlight());
+               SignalName(sig), o.exit_timeout_secs, manager->InFlight());
   // Readiness false and new requests rejected first; the frontends keep running so that every
   // accepted request's response is written.
   manager->BeginShutdown();
@@ -302,6 +395,7 @@ Status ServeCommand(const ServeOptions& o) {
   if (grpc) grpc->Stop();
   manager.reset();
   generative.models.reset();  // the engines cancel what still runs and join their threads
+  ExitIfLoadsRunning();
   spdlog::info("stopped");
   return Status::Ok();
 }

@@ -40,6 +40,9 @@ struct ServeOptions {
   std::vector<std::string> grpc_restricted_protocol;  // "cat,cat:key=value", repeatable
   bool grpc_use_ssl = false;
   std::string grpc_server_cert, grpc_server_key, grpc_root_cert;  // PEM files
+  // Serving limits (hserve; docs/serving.md, "Limits (serving)").
+  int max_load_time_secs = 300;              // one model's load; past it the load fails
+  std::string max_warmup_bytes = "1GiB";     // input bytes of one warmup sample
 };
 
 // Registers the `serve` subcommand and its flags on `app`, filling `options` when parsed.
