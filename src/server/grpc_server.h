@@ -25,6 +25,8 @@
 
 namespace inferd::server {
 
+class ByteBudget;  // http_protocol.h
+
 struct GrpcServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8001;  // 0 = any free port; see GrpcServer::port()
@@ -59,6 +61,12 @@ struct GrpcServerOptions {
   // Restricted protocols (--grpc-restricted-protocol; restricted_api.h): a call to a restricted
   // category without its metadata gets PERMISSION_DENIED. Default: everything open.
   RestrictedApi restricted;
+
+  // Request bytes in flight, shared with the HTTP server (http_protocol.h; serve_command.cc
+  // passes HttpServerOptions' budget). A ModelInfer, or a stream request, that would exceed it is
+  // answered RESOURCE_EXHAUSTED at once (gRPC has already read the message; the budget stops
+  // requests from piling up behind the models). nullptr: no budget.
+  std::shared_ptr<ByteBudget> inflight_budget;
 
   // TLS (--grpc-use-ssl); nullopt: plaintext. PEM texts, not paths. Client certificates are not
   // requested.

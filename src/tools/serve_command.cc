@@ -16,6 +16,7 @@
 
 #include "common/mutex.h"
 #include "server/grpc_server.h"
+#include "server/http_protocol.h"
 #include "server/http_server.h"
 #include "server/kserve_http.h"
 #include "server/openai_http.h"
@@ -340,6 +341,11 @@ Status ServeCommand(const ServeOptions& o) {
   ho.extra_headers = http_restricted.HeaderNames();
   server::GrpcServerOptions go;  // validated before anything listens
   RETURN_IF_ERROR(ConfigureGrpc(o, &go));
+  // One budget of request bytes in flight for HTTP and gRPC together.
+  if (!ho.inflight_budget) {
+    ho.inflight_budget = std::make_shared<server::ByteBudget>(ho.max_inflight_bytes);
+  }
+  go.inflight_budget = ho.inflight_budget;
   ASSIGN_OR_RETURN(auto http, server::HttpServer::Start(
                                    ho, server::RestrictHttpHandler(
                                            std::move(http_restricted),
