@@ -16,6 +16,7 @@
 
 #include "common/mutex.h"
 #include "server/grpc_server.h"
+#include "server/http_protocol.h"
 #include "server/http_server.h"
 #include "server/kserve_http.h"
 #include "server/openai_http.h"
@@ -120,6 +121,9 @@ void AddGrpcLimitAndAccessFlags(CLI::App* cmd, ServeOptions* o) {
   cmd->add_flag("--grpc-accept-compressed-requests", o->grpc_accept_compressed_requests,
                 "Accept gzip/deflate gRPC messages (off: Debian's gRPC 1.51 inflates a whole "
                 "message before checking its size, so a small gzip bomb costs GBs of memory)");
+  cmd->add_flag("--grpc-http2-bdp-probe", o->grpc_http2_bdp_probe,
+                "Let gRPC grow its HTTP/2 flow-control windows (faster uploads on long links; "
+                "off: a client that never reads can park at most 64 KiB per stream)");
   cmd->add_option("--http-restricted-api", o->http_restricted_api,
                   "<api>,<api>...:<header>=<value>: HTTP requests to these API categories need "
                   "the header (repeatable; categories: health, metadata, inference, "
@@ -173,6 +177,7 @@ Status ConfigureGrpc(const ServeOptions& o, server::GrpcServerOptions* go) {
   go->max_stream_pending_responses = o.grpc_max_stream_pending_responses;
   go->max_connection_idle = std::chrono::seconds(o.grpc_max_connection_idle_secs);
   go->accept_compressed_requests = o.grpc_accept_compressed_requests;
+  go->http2_bdp_probe = o.grpc_http2_bdp_probe;
   ASSIGN_OR_RETURN(go->restricted,
                    server::RestrictedApi::Parse(server::RestrictedApi::Protocol::kGrpc,
                                                 o.grpc_restricted_protocol));
@@ -402,6 +407,11 @@ Status ServeCommand(const ServeOptions& o) {
   ho.extra_headers = http_restricted.HeaderNames();
   server::GrpcServerOptions go;  // validated before anything listens
   RETURN_IF_ERROR(ConfigureGrpc(o, &go));
+  // One budget of request bytes in flight for HTTP and gRPC together.
+  if (!ho.inflight_budget) {
+    ho.inflight_budget = std::make_shared<server::ByteBudget>(ho.max_inflight_bytes);
+  }
+  go.inflight_budget = ho.inflight_budget;
   ASSIGN_OR_RETURN(auto http, server::HttpServer::Start(
                                    ho, server::RestrictHttpHandler(
                                            std::move(http_restricted),

@@ -35,6 +35,7 @@ struct ServeOptions {
   int grpc_max_stream_pending_responses = 16;    // unwritten responses per stream
   int grpc_max_connection_idle_secs = 300;       // GOAWAY to idle connections; 0 = never
   bool grpc_accept_compressed_requests = false;  // gzip/deflate messages (see GrpcServerOptions)
+  bool grpc_http2_bdp_probe = false;             // grow flow-control windows (GrpcServerOptions)
   std::vector<std::string> http_restricted_api;       // "cat,cat:header=value", repeatable
   std::vector<std::string> grpc_restricted_protocol;  // "cat,cat:key=value", repeatable
   bool grpc_use_ssl = false;
