@@ -195,6 +195,27 @@ TEST_F(ModelFilesTest, WarmupBytesAreBoundedBeforeAllocating) {
   EXPECT_EQ(rows["wide"], "READY: ");
 }
 
+// An allocation that fails during a load (here a 4 TiB warmup sample, with the byte bound lifted)
+// is std::bad_alloc on the load's thread: caught at the load boundary, it fails that model only.
+TEST_F(ModelFilesTest, BadAllocDuringALoadFailsOnlyThatModel) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizer allocators abort on a 4 TiB request instead of failing it";
+#endif
+  testing::WriteAddModel(repo_ / "good" / "1" / "model.onnx");
+  testing::WriteAddModel(repo_ / "huge" / "1" / "model.onnx");
+  testing::WriteFile(repo_ / "huge" / "config.pbtxt",
+                     "input [{ name: \"x\" data_type: TYPE_FP32 dims: [ -1, -1 ] }] "
+                     "model_warmup [{ name: \"w\" batch_size: 1 inputs { key: \"x\" value: { "
+                     "data_type: TYPE_FP32 dims: [ 1048576, 1048576 ] zero_data: true } } }]");
+  ModelManagerOptions o;
+  o.max_warmup_bytes = UINT64_MAX;
+  Start(o);
+  auto rows = Rows();
+  EXPECT_EQ(rows["huge"], "UNAVAILABLE: out of memory while loading (std::bad_alloc)");
+  EXPECT_EQ(rows["good"], "READY: ");
+  ExpectServes("good");
+}
+
 // Worker warmup goes through the scheduler as whole batches, so a 5 s queue delay on a clock that
 // never moves does not hold the load (it used to wait out the delay: every load took 5 s).
 TEST_F(ModelFilesTest, WorkerWarmupDoesNotWaitOutTheQueueDelay) {
