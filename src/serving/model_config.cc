@@ -12,6 +12,7 @@
 #include <set>
 
 #include "serving/config_limits.h"
+#include "serving/ensemble.h"
 
 namespace inferd::serving {
 namespace {
@@ -171,7 +172,7 @@ inference::DataType ToConfigDataType(DataType t) {
 Status ValidateConfigStandalone(const ModelConfig& config) {
   RETURN_IF_ERROR(CheckConfigBounds(config));  // first: the checks below may size things by them
   const std::string& platform = config.platform();
-  if (!platform.empty() && platform != "onnxruntime_onnx") {
+  if (!platform.empty() && platform != "onnxruntime_onnx" && platform != "ensemble") {
     return InvalidArgument("platform '{}' is not supported (inferd serves ONNX models: use "
                            "'onnxruntime_onnx')",
                            platform);
@@ -388,7 +389,9 @@ Status CheckImplemented(const ModelConfig& c) {
   }
   RETURN_IF_ERROR(CheckTensorsImplemented(c));
   RETURN_IF_ERROR(CheckInstancesImplemented(c));
-  if (c.has_ensemble_scheduling()) return NotImplemented("ensemble_scheduling", "ensembles are");
+  if (c.has_ensemble_scheduling() || c.platform() == "ensemble") {
+    RETURN_IF_ERROR(CheckEnsembleConfig(c));  // ensemble.h
+  }
   if (c.model_operations().op_library_filename_size() > 0) {
     return NotImplemented("model_operations.op_library_filename", "custom operation libraries are");
   }

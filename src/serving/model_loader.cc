@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "serving/ensemble.h"
 #include "serving/model_config.h"
 #include "serving/repository.h"
 
@@ -151,6 +152,18 @@ ModelLoad FailedLoad(const std::string& name, const ModelState* old,
   load.state->fingerprint = FolderFingerprint(options.repository / name);
   KeepServing(old, load.status, load.state.get());
   return load;
+}
+
+std::vector<std::string> ComposingModels(const std::string& name, const ModelLoadOptions& options,
+                                         const LoadOverride& override) {
+  if (override.config.has_value()) return EnsembleStepModels(*override.config);
+  const fs::path dir =
+      override.model_dir.empty() ? options.repository / name : override.model_dir;
+  std::string text;
+  if (!ReadRepositoryFile(dir / "config.pbtxt", &text)) return {};
+  auto config = ParseModelConfig(text, /*strict=*/false, nullptr);
+  if (!config.ok() || config->platform() != "ensemble") return {};
+  return EnsembleStepModels(*config);
 }
 
 }  // namespace inferd::serving

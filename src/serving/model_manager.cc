@@ -93,12 +93,15 @@ StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(const ModelManagerO
 }
 
 ModelLoadOptions ModelManager::LoadOptions() const {
-  return ModelLoadOptions{options_.repository, options_.strict_config,
-                          ModelVersionOptions{clock_, cache_.get(), options_.total_threads,
-                                              options_.default_instance_count,
-                                              options_.threads_per_instance,
-                                              options_.autocomplete_max_batch_size,
-                                              options_.max_warmup_bytes}};
+  ModelLoadOptions o{options_.repository, options_.strict_config,
+                     ModelVersionOptions{clock_, cache_.get(), options_.total_threads,
+                                         options_.default_instance_count,
+                                         options_.threads_per_instance,
+                                         options_.autocomplete_max_batch_size,
+                                         options_.max_warmup_bytes}};
+  // Ensembles run their steps through this manager (EnsembleHost; const only for the options).
+  o.versions.ensembles = const_cast<ModelManager*>(this);
+  return o;
 }
 
 void ModelManager::LoadModels(const std::vector<std::string>& names) {
@@ -244,6 +247,12 @@ Status ModelManager::LoadWith(const std::string& name, const LoadOverride& overr
                     name, name);
   }
   MutexLock serial(&load_mu_);
+  std::vector<std::string> loading;
+  return LoadLocked(name, override, &loading);
+}
+
+Status ModelManager::LoadLocked(const std::string& name, const LoadOverride& override,
+                                std::vector<std::string>* loading) {
   std::shared_ptr<const ModelState> old;
   {
     MutexLock l(&mu_);
@@ -251,7 +260,10 @@ Status ModelManager::LoadWith(const std::string& name, const LoadOverride& overr
     auto it = models_.find(name);
     if (it != models_.end() && !it->second->unloaded) old = it->second;
   }
+  loading->push_back(name);
+  LoadComposingModels(name, override, loading);
   std::optional<ModelLoad> load = RunLoad(name, old, override);
+  loading->pop_back();
   if (!load.has_value()) {
     if (draining_.load()) return ShuttingDown();
     const Status why = DeadlineExceeded(
@@ -288,6 +300,27 @@ std::optional<ModelLoad> ModelManager::RunLoad(const std::string& name,
 }
 
 int ModelManager::RunningLoads() { return AbandonableWork<ModelLoad>::Running(); }
+
+void ModelManager::LoadComposingModels(const std::string& name, const LoadOverride& override,
+                                       std::vector<std::string>* loading) {
+  for (const std::string& dep : ComposingModels(name, LoadOptions(), override)) {
+    // A model loading on this thread already (ensembles in a cycle) is left to fail the
+    // ensemble's checks; generative models are not the manager's.
+    if (std::find(loading->begin(), loading->end(), dep) != loading->end() ||
+        options_.external_models.count(dep) != 0 || !IsValidModelName(dep) ||
+        !HasModelFolder(options_.repository, dep)) {
+      continue;
+    }
+    {
+      MutexLock l(&mu_);
+      auto it = models_.find(dep);
+      if (it != models_.end() && !it->second->unloaded && !it->second->versions.empty()) continue;
+    }
+    spdlog::info("loading '{}', a composing model of ensemble '{}'", dep, name);
+    Status s = LoadLocked(dep, LoadOverride{}, loading);
+    if (!s.ok()) spdlog::warn("composing model of '{}': {}", name, s.message());
+  }
+}
 
 Status ModelManager::Publish(std::shared_ptr<ModelState> model,
                              std::shared_ptr<const ModelState> old,
@@ -490,6 +523,11 @@ void ModelManager::Infer(std::unique_ptr<InferenceRequest> request, ResponseCall
     callback(ShuttingDown(), ResponseTo(*request));
     return;
   }
+  InferAccepted(std::move(request), std::move(callback));
+}
+
+void ModelManager::InferAccepted(std::unique_ptr<InferenceRequest> request,
+                                 ResponseCallback callback) {
   callback = [this, cb = std::move(callback)](Status s, InferenceResponse r) {
     cb(std::move(s), std::move(r));
     DoneInFlight();
@@ -500,6 +538,18 @@ void ModelManager::Infer(std::unique_ptr<InferenceRequest> request, ResponseCall
     return;
   }
   (*found)->Enqueue(std::move(request), std::move(callback));
+}
+
+void ModelManager::InferStep(std::unique_ptr<InferenceRequest> request,
+                             ResponseCallback callback) {
+  in_flight_.fetch_add(1);
+  InferAccepted(std::move(request), std::move(callback));
+}
+
+StatusOr<ModelSignature> ModelManager::StepSignature(const std::string& name,
+                                                     int64_t version) const {
+  ASSIGN_OR_RETURN(std::shared_ptr<ModelVersion> v, FindVersion(name, version));
+  return v->signature();
 }
 
 // ---- state and metadata ----

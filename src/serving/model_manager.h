@@ -32,6 +32,10 @@
 //   lifecycle.h        the lifecycle thread (operations, poll timer), the retire deadline and
 //                      AbandonableWork (the load deadline)
 //   config_limits.h    upper bounds on numeric config fields
+//   ensemble.h         ensembles (platform "ensemble"): steps run through this manager
+// An ensemble's composing models are loaded before it when they are not loaded yet (in every
+// control mode, as Triton's explicit mode does); unloading one leaves the ensemble READY, and its
+// requests then fail naming the step.
 // Lock order: load_mu_ (one load or unload at a time) before mu_ (the published models).
 #pragma once
 
@@ -51,6 +55,7 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
+#include "serving/ensemble.h"
 #include "serving/inference.h"
 #include "serving/model_cache.h"
 #include "serving/model_stats.h"
@@ -160,11 +165,11 @@ struct ModelIndexEntry {
   std::string reason;    // why UNAVAILABLE; for READY, why a newer load of it failed; or empty
 };
 
-class ModelManager {
+class ModelManager : private EnsembleHost {
  public:
   // Validates options (the repository must be an existing directory). Loads nothing yet.
   static StatusOr<std::unique_ptr<ModelManager>> Create(const ModelManagerOptions& options);
-  ~ModelManager();
+  ~ModelManager() override;
   ModelManager(const ModelManager&) = delete;
   ModelManager& operator=(const ModelManager&) = delete;
 
@@ -279,6 +284,21 @@ class ModelManager {
   // Loads with `override` (model_loader.h); LoadModel's contract.
   Status LoadWith(const std::string& name, const LoadOverride& override)
       EXCLUDES(load_mu_, mu_);
+  // LoadWith's work once load_mu_ is held; `loading` are the models whose load is in progress on
+  // this thread (an ensemble loading its composing models first).
+  Status LoadLocked(const std::string& name, const LoadOverride& override,
+                    std::vector<std::string>* loading) REQUIRES(load_mu_) EXCLUDES(mu_);
+  // Loads the composing models of `name` (when its config is an ensemble) that are not loaded
+  // and are folders of the repository. Their failures only show in Index() and in the ensemble's
+  // own load error.
+  void LoadComposingModels(const std::string& name, const LoadOverride& override,
+                           std::vector<std::string>* loading) REQUIRES(load_mu_) EXCLUDES(mu_);
+  // Infer after the draining check: the lookup and the enqueue, counted in InFlight().
+  void InferAccepted(std::unique_ptr<InferenceRequest> request, ResponseCallback callback);
+  // EnsembleHost: the composing models of ensembles.
+  StatusOr<ModelSignature> StepSignature(const std::string& name,
+                                         int64_t version) const override;
+  void InferStep(std::unique_ptr<InferenceRequest> request, ResponseCallback callback) override;
   ModelLoadOptions LoadOptions() const;
   // Runs the load on a thread of its own (AbandonableWork) and waits for it up to max_load_time or
   // BeginShutdown; nullopt when it was abandoned.

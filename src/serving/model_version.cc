@@ -69,6 +69,10 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Create(const std::string& 
                                                              std::string fingerprint,
                                                              inference::ModelConfig config,
                                                              const ModelVersionOptions& options) {
+  if (config.platform() == "ensemble") {
+    return CreateEnsemble(name, version, model_path, std::move(fingerprint), std::move(config),
+                          options);
+  }
   const Parallelism par = ResolveParallelism(config, options);
   const auto t0 = std::chrono::steady_clock::now();
   bool cache_hit = false;
@@ -109,6 +113,26 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Create(const std::string& 
   return v;
 }
 
+StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::CreateEnsemble(
+    const std::string& name, int64_t version, const fs::path& model_path, std::string fingerprint,
+    inference::ModelConfig config, const ModelVersionOptions& options) {
+  if (options.ensembles == nullptr) return FailedPrecondition("ensembles cannot be loaded here");
+  if (config.name().empty()) config.set_name(name);
+  if (config.name() != name) {
+    return InvalidArgument("config name '{}' does not match the model folder '{}'", config.name(),
+                           name);
+  }
+  std::shared_ptr<ModelVersion> v(new ModelVersion());
+  v->fingerprint_ = std::move(fingerprint);
+  ASSIGN_OR_RETURN(v->signature_, BuildSignature(name, version, config, {}, {}));
+  RETURN_IF_ERROR(LoadLabels(model_path.parent_path().parent_path(), config, &v->signature_));
+  ASSIGN_OR_RETURN(v->ensemble_, Ensemble::Create(v->signature_, config, *options.ensembles));
+  v->config_ = std::make_shared<const inference::ModelConfig>(std::move(config));
+  spdlog::info("loaded ensemble '{}' version {} ({} step(s), max_batch_size {})", name, version,
+               v->config_->ensemble_scheduling().step_size(), v->config_->max_batch_size());
+  return v;
+}
+
 ModelVersion::~ModelVersion() {
   if (sequences_) sequences_->Shutdown();  // requests waiting for their turn fail
   scheduler_.reset();                      // drains: every queued callback runs
@@ -145,10 +169,11 @@ Status ModelVersion::StartScheduler(int instances, Clock& clock) {
 void ModelVersion::Enqueue(std::unique_ptr<InferenceRequest> request, ResponseCallback callback) {
   auto rows = ValidateRequest(signature_, *request);
   if (!rows.ok()) {
-    stats_.RecordRejected(FailureReason::kInvalidInput);
+    (ensemble_ ? ensemble_->stats() : stats_).RecordRejected(FailureReason::kInvalidInput);
     callback(rows.status(), EmptyResponse(signature_, *request));
     return;
   }
+  if (ensemble_) return ensemble_->Run(std::move(request), *rows, std::move(callback));
   auto task = std::make_unique<InferTask>();
   task->rows = *rows;
   task->enqueued = std::chrono::steady_clock::now();
@@ -201,7 +226,7 @@ void ModelVersion::WarmupWorkers(int instances, uint64_t max_bytes) {
 }
 
 ModelStatisticsSnapshot ModelVersion::Statistics() const {
-  ModelStatisticsSnapshot s = stats_.Snapshot();
+  ModelStatisticsSnapshot s = ensemble_ ? ensemble_->Statistics() : stats_.Snapshot();
   s.name = name();
   s.version = version();
   return s;

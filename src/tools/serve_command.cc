@@ -6,6 +6,8 @@
 #include <cctype>
 #include <charconv>
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -17,6 +19,7 @@
 #include "server/http_server.h"
 #include "server/kserve_http.h"
 #include "server/openai_http.h"
+#include "server/restricted_api.h"
 #include "serving/model_manager.h"
 #include "tools/serve_generation.h"
 
@@ -91,6 +94,93 @@ void ExitIfLoadsRunning() {
 
 }  // namespace
 
+namespace {
+
+// gRPC limits, the restricted API (HTTP and gRPC) and gRPC TLS; Triton's flag names where Triton
+// has the flag.
+void AddGrpcLimitAndAccessFlags(CLI::App* cmd, ServeOptions* o) {
+  cmd->add_option("--grpc-max-concurrent-streams", o->grpc_max_concurrent_streams,
+                  "HTTP/2 streams (calls in flight) one gRPC connection may open at once")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--grpc-max-streams", o->grpc_max_streams,
+                  "ModelStreamInfer streams open at once on the server; more get "
+                  "RESOURCE_EXHAUSTED")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--grpc-max-stream-pending-responses", o->grpc_max_stream_pending_responses,
+                  "Per ModelStreamInfer stream: responses not yet written before the server "
+                  "stops reading the stream (backpressure)")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--grpc-max-connection-idle-secs", o->grpc_max_connection_idle_secs,
+                  "gRPC connections with no call for this long get GOAWAY (0 = never)")
+      ->check(CLI::Range(0, 86400 * 7))
+      ->capture_default_str();
+  cmd->add_flag("--grpc-accept-compressed-requests", o->grpc_accept_compressed_requests,
+                "Accept gzip/deflate gRPC messages (off: Debian's gRPC 1.51 inflates a whole "
+                "message before checking its size, so a small gzip bomb costs GBs of memory)");
+  cmd->add_option("--http-restricted-api", o->http_restricted_api,
+                  "<api>,<api>...:<header>=<value>: HTTP requests to these API categories need "
+                  "the header (repeatable; categories: health, metadata, inference, "
+                  "shared-memory, model-config, model-repository, statistics, trace, logging)");
+  cmd->add_option("--grpc-restricted-protocol", o->grpc_restricted_protocol,
+                  "<protocol>,<protocol>...:<key>=<value>: gRPC calls to these categories need "
+                  "metadata 'triton-grpc-protocol-<key>: <value>' (repeatable; categories as "
+                  "for --http-restricted-api)");
+  cmd->add_flag("--grpc-use-ssl", o->grpc_use_ssl, "Serve gRPC over TLS");
+  cmd->add_option("--grpc-server-cert", o->grpc_server_cert, "PEM certificate for gRPC TLS");
+  cmd->add_option("--grpc-server-key", o->grpc_server_key, "PEM private key for gRPC TLS");
+  cmd->add_option("--grpc-root-cert", o->grpc_root_cert,
+                  "PEM root certificates (client certificates are not required)");
+}
+
+StatusOr<std::string> ReadPem(const std::string& path, const char* flag) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) return InvalidArgument("{}: cannot read '{}'", flag, path);
+  if (text.find("-----BEGIN") == std::string::npos) {
+    return InvalidArgument("{}: '{}' is not a PEM file", flag, path);
+  }
+  return text;
+}
+
+Status ConfigureGrpcTls(const ServeOptions& o, server::GrpcServerOptions* go) {
+  if (!o.grpc_use_ssl) {
+    if (!o.grpc_server_cert.empty() || !o.grpc_server_key.empty() || !o.grpc_root_cert.empty()) {
+      return InvalidArgument("--grpc-server-cert/--grpc-server-key/--grpc-root-cert need "
+                             "--grpc-use-ssl");
+    }
+    return Status::Ok();
+  }
+  if (o.grpc_server_cert.empty() || o.grpc_server_key.empty()) {
+    return InvalidArgument("--grpc-use-ssl needs --grpc-server-cert and --grpc-server-key");
+  }
+  server::GrpcServerOptions::Tls tls;
+  ASSIGN_OR_RETURN(tls.cert_pem, ReadPem(o.grpc_server_cert, "--grpc-server-cert"));
+  ASSIGN_OR_RETURN(tls.key_pem, ReadPem(o.grpc_server_key, "--grpc-server-key"));
+  if (!o.grpc_root_cert.empty()) {
+    ASSIGN_OR_RETURN(tls.root_pem, ReadPem(o.grpc_root_cert, "--grpc-root-cert"));
+  }
+  go->tls = std::move(tls);
+  return Status::Ok();
+}
+
+// Fills the gRPC limits, restrictions and TLS of `go` from the flags.
+Status ConfigureGrpc(const ServeOptions& o, server::GrpcServerOptions* go) {
+  go->max_concurrent_streams = o.grpc_max_concurrent_streams;
+  go->max_streams = o.grpc_max_streams;
+  go->max_stream_pending_responses = o.grpc_max_stream_pending_responses;
+  go->max_connection_idle = std::chrono::seconds(o.grpc_max_connection_idle_secs);
+  go->accept_compressed_requests = o.grpc_accept_compressed_requests;
+  ASSIGN_OR_RETURN(go->restricted,
+                   server::RestrictedApi::Parse(server::RestrictedApi::Protocol::kGrpc,
+                                                o.grpc_restricted_protocol));
+  return ConfigureGrpcTls(o, go);
+}
+
+}  // namespace
+
 CLI::App* AddServeSubcommand(CLI::App& app, ServeOptions* o) {
   CLI::App* cmd = app.add_subcommand(
       "serve", "Serve a model repository over KServe v2 HTTP/gRPC with Prometheus metrics");
@@ -140,6 +230,7 @@ CLI::App* AddServeSubcommand(CLI::App& app, ServeOptions* o) {
   cmd->add_option("--cache-dir", o->cache_dir,
                   "Compiled-model cache folder (optimized graphs keyed by model, options, "
                   "inferd build and CPU); empty = no cache");
+  AddGrpcLimitAndAccessFlags(cmd, o);
   // ---- serving limits (hserve) ----
   cmd->add_option("--max-load-time-secs", o->max_load_time_secs,
                   "Longest one model's load may take; past it the load fails (running versions "
@@ -239,10 +330,19 @@ Status ServeCommand(const ServeOptions& o) {
   ho.port = static_cast<uint16_t>(o.http_port);
   ho.io_threads = o.http_threads;
   ho.max_request_bytes = max_bytes;
+  ASSIGN_OR_RETURN(auto http_restricted,
+                   server::RestrictedApi::Parse(server::RestrictedApi::Protocol::kHttp,
+                                                o.http_restricted_api));
+  ho.extra_headers = http_restricted.HeaderNames();
+  server::GrpcServerOptions go;  // validated before anything listens
+  RETURN_IF_ERROR(ConfigureGrpc(o, &go));
   ASSIGN_OR_RETURN(auto http, server::HttpServer::Start(
-                                   ho, server::MakeGenerationHttpHandler(
-                                           generative.models, manager.get(),
-                                           server::MakeKServeHttpHandler(manager.get(), &extensions))));
+                                   ho, server::RestrictHttpHandler(
+                                           std::move(http_restricted),
+                                           server::MakeGenerationHttpHandler(
+                                               generative.models, manager.get(),
+                                               server::MakeKServeHttpHandler(manager.get(),
+                                                                             &extensions)))));
   spdlog::info("HTTP KServe v2 listening on http://{}:{}", url_host, http->port());
   if (!generative.models->ready.empty()) {
     spdlog::info("OpenAI-compatible API on http://{}:{}/v1 ({} generative model(s))", url_host,
@@ -251,12 +351,12 @@ Status ServeCommand(const ServeOptions& o) {
 
   std::unique_ptr<server::GrpcServer> grpc;
   if (o.grpc_port >= 0) {
-    server::GrpcServerOptions go;
     go.host = o.host;
     go.port = static_cast<uint16_t>(o.grpc_port);
     go.max_message_bytes = max_bytes;
     ASSIGN_OR_RETURN(grpc, server::GrpcServer::Start(go, manager.get(), &extensions));
-    spdlog::info("gRPC KServe v2 listening on {}:{}", url_host, grpc->port());
+    spdlog::info("gRPC KServe v2 listening on {}:{}{}", url_host, grpc->port(),
+                 go.tls ? " (TLS)" : "");
   }
   std::unique_ptr<server::HttpServer> metrics;
   if (o.metrics_port >= 0) {
