@@ -196,10 +196,7 @@ void ModelVersion::Enqueue(std::unique_ptr<InferenceRequest> request, ResponseCa
 // whole batch (max_batch_size rows), which the scheduler dispatches at once: batch-1 requests
 // would wait out max_queue_delay (a 5 s delay made every load take 5 s).
 void ModelVersion::WarmupWorkers(int instances, uint64_t max_bytes) {
-  // Sequence models keep one row per request (a request is one step of one sequence).
-  const int64_t rows = signature_.batching() && !config_->has_sequence_batching()
-                           ? std::max(1, signature_.max_batch_size)
-                           : 1;
+  const int64_t rows = signature_.batching() ? std::max(1, signature_.max_batch_size) : 1;
   if (ZeroRequestBytes(signature_, rows) > max_bytes) {
     spdlog::debug("worker warmup of '{}' skipped: a batch of {} is over the warmup byte limit",
                   name(), rows);
