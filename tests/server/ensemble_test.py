@@ -5,6 +5,8 @@ Writes a repository of small ONNX models built here with onnx.helper and ensembl
   chain     IN -> double -> neg -> OUT (OUT = -2 IN), FP32, batching
   fan       IN -> double (A) and neg (B) in parallel -> sum -> OUT (= IN); A is an output too
   text      TEXT (BYTES) -> str_to_num -> V (FP32) -> num_to_str -> OUT (BYTES), no batching
+  text_classify  RAW (BYTES) -> str_to_num -> neg_flat -> SCORES with labels: the classification
+            extension on an ensemble output (raw bytes in, "score:index:label" strings out)
   bad_cycle two steps feeding each other (must fail its load, naming the steps)
 and drives them over HTTP (JSON and the binary extension) and gRPC: metadata, config,
 inference, a failing step (400 naming the step), statistics (the ensemble's own entry and each
@@ -77,6 +79,8 @@ def write_models(root):
          [vi("x", F, ["N", "L"])], [vi("y", F, ["N", "L"])], batched)
     save(root, "sum", [helper.make_node("Add", ["a", "b"], ["sum"])],
          [vi("a", F, ["N", "L"]), vi("b", F, ["N", "L"])], [vi("sum", F, ["N", "L"])])
+    save(root, "neg_flat", [helper.make_node("Neg", ["x"], ["y"])],
+         [vi("x", F, ["L"])], [vi("y", F, ["L"])], "max_batch_size: 0\n")
     save(root, "str_to_num", [helper.make_node("Cast", ["s"], ["v"], to=F)],
          [vi("s", TensorProto.STRING, ["L"])], [vi("v", F, ["L"])])
     save(root, "num_to_str", [helper.make_node("Cast", ["v"], ["s"], to=TensorProto.STRING)],
@@ -97,6 +101,15 @@ def write_repository(root, bad=True):
              ' { name: "OUT" data_type: TYPE_STRING dims: [ -1 ] } ]',
              [step("str_to_num", {"s": "TEXT"}, {"v": "V"}),
               step("num_to_str", {"v": "V"}, {"s": "OUT"})])
+    # Raw bytes in, classification strings out (ensemble_image_client.py's request shape, with a
+    # plain chain instead of image decoding): labels on the ensemble's own output.
+    ensemble(root, "text_classify", 'max_batch_size: 0\n'
+             'input [ { name: "RAW" data_type: TYPE_STRING dims: [ -1 ] } ]\n'
+             'output [ { name: "SCORES" data_type: TYPE_FP32 dims: [ -1 ] '
+             'label_filename: "labels.txt" } ]',
+             [step("str_to_num", {"s": "RAW"}, {"v": "V"}), step("neg_flat", {"x": "V"}, {"y": "SCORES"})])
+    with open(f"{root}/text_classify/labels.txt", "w") as f:
+        f.write("cat\ndog\nbird\n")
     if bad:
         ensemble(root, "bad_cycle", FP32_IO + 'output [ { name: "OUT" data_type: TYPE_FP32 '
                  'dims: [ -1 ] } ]',
@@ -193,6 +206,28 @@ def http_tests(base):
     r = infer_json(s, base, "chain", [{"name": "x", "datatype": "FP32", "shape": [1, 1],
                                        "data": [1]}])
     expect_error(r, 400, "unexpected input 'x'", "wrong ensemble input name")
+
+    # Classification extension on an ensemble output, binary BYTES in and out.
+    wire = b"".join(struct.pack("<I", len(v)) + v for v in (b"3", b"-1", b"0.5"))
+    header = json.dumps({"inputs": [{"name": "RAW", "datatype": "BYTES", "shape": [3],
+                                     "parameters": {"binary_data_size": len(wire)}}],
+                         "outputs": [{"name": "SCORES", "parameters": {"binary_data": True,
+                                                                        "classification": 2}}]})
+    r = s.post(f"{base}/v2/models/text_classify/infer", data=header.encode() + wire,
+               headers={"Inference-Header-Content-Length": str(len(header)),
+                        "Content-Type": "application/octet-stream"})
+    got = []
+    if r.status_code == 200:
+        n = int(r.headers["Inference-Header-Content-Length"])
+        meta = json.loads(r.content[:n])["outputs"][0]
+        data, pos = r.content[n:], 0
+        while pos < len(data):
+            (k,) = struct.unpack_from("<I", data, pos)
+            got.append(data[pos + 4:pos + 4 + k].decode())
+            pos += 4 + k
+        check(meta["datatype"] == "BYTES" and meta["shape"] == [2], f"classified meta {meta}")
+    check(got == ["1.000000:1:dog", "-0.500000:2:bird"],
+          f"classification of an ensemble output: {r.status_code} {got} {r.content[:200]!r}")
 
     # The bad ensemble failed its load with a message naming the steps; the others serve.
     r = s.post(f"{base}/v2/repository/index", json={})
