@@ -60,6 +60,9 @@ class ModelConfig;  // generated from proto/model_config.proto
 namespace inferd::serving {
 
 class LifecycleThread;  // lifecycle.h
+template <class T>
+class AbandonableWork;  // lifecycle.h
+struct ModelLoad;       // model_loader.h
 class ModelVersion;  // model_version.h
 struct ModelState;   // model_loader.h
 struct ModelLoadOptions;
@@ -111,6 +114,13 @@ struct ModelManagerOptions {
   // `inferd serve`): the manager never loads them and leaves them out of scans, Index() and
   // readiness; LoadModel on one is FAILED_PRECONDITION.
   std::set<std::string> external_models;
+  // Longest one model's load (read, optimize, warm up every version) may take. Past it the load
+  // fails (DEADLINE_EXCEEDED; running versions keep serving) and the lifecycle goes on: the load
+  // is abandoned, stops at its next stage and is freed in the background. Must be > 0.
+  std::chrono::milliseconds max_load_time{300000};
+  // Most bytes of input one warmup sample may hold, checked before allocating (warmup.h): a
+  // config model_warmup over it fails the load, a default warmup step over it is skipped.
+  uint64_t max_warmup_bytes = uint64_t{1} << 30;
   // Time source for queue delays and timeouts, the poll interval, the retire deadline and
   // WaitForIdle; nullptr = the process's RealClock. Must outlive the manager.
   Clock* clock = nullptr;
@@ -201,8 +211,9 @@ class ModelManager : private EnsembleHost {
   void RequestUnload(const std::string& name, std::function<void(Status)> done);
 
   // Graceful shutdown, step 1: readiness turns false at once, new requests get UNAVAILABLE
-  // ("server is shutting down"), polling stops; requests already accepted keep running.
-  void BeginShutdown();
+  // ("server is shutting down"), polling stops, a load in progress is abandoned (its LoadModel
+  // returns UNAVAILABLE at once; later loads are refused); requests already accepted keep running.
+  void BeginShutdown() EXCLUDES(mu_);
   // Step 2: waits until every accepted request has had its callback, at most `timeout`. True when
   // none is left.
   bool WaitForIdle(std::chrono::milliseconds timeout) EXCLUDES(idle_mu_);
@@ -214,6 +225,10 @@ class ModelManager : private EnsembleHost {
   // max_batch_size, unknown requested output → INVALID_ARGUMENT), then queues it. A full queue
   // answers UNAVAILABLE at once. `callback` is called exactly once (see inference.h).
   void Infer(std::unique_ptr<InferenceRequest> request, ResponseCallback callback);
+
+  // Loads abandoned (max_load_time, shutdown) whose work is still running, process-wide. A
+  // process that exits while one runs should leave with _exit: the work still uses the heap.
+  static int RunningLoads();
 
   bool IsLive() const EXCLUDES(mu_);  // true until destruction starts
   // True when every model in the repository has at least one READY version and the repository
@@ -278,15 +293,22 @@ class ModelManager : private EnsembleHost {
                                          int64_t version) const override;
   void InferStep(std::unique_ptr<InferenceRequest> request, ResponseCallback callback) override;
   ModelLoadOptions LoadOptions() const;
+  // Runs the load on a thread of its own (AbandonableWork) and waits for it up to max_load_time or
+  // BeginShutdown; nullopt when it was abandoned.
+  std::optional<ModelLoad> RunLoad(const std::string& name,
+                                   const std::shared_ptr<const ModelState>& old,
+                                   const LoadOverride& override) REQUIRES(load_mu_) EXCLUDES(mu_);
 
   ModelManagerOptions options_;
   Clock* clock_;
-  std::unique_ptr<ModelCache> cache_;
+  std::shared_ptr<ModelCache> cache_;  // shared with loads, which may outlive the manager
   Mutex load_mu_ ACQUIRED_BEFORE(mu_);  // serializes LoadModel/UnloadModel
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<ModelState>> models_ GUARDED_BY(mu_);
   bool repository_loaded_ GUARDED_BY(mu_) = false;
   bool shutting_down_ GUARDED_BY(mu_) = false;
+  // The load LoadWith waits for (BeginShutdown abandons it); null when none.
+  std::shared_ptr<AbandonableWork<ModelLoad>> current_load_ GUARDED_BY(mu_);
   std::atomic<bool> draining_{false};  // BeginShutdown ran: reject new requests
   std::atomic<int64_t> in_flight_{0};
   Mutex idle_mu_;

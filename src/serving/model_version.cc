@@ -55,6 +55,12 @@ SessionOptions SessionOptionsFor(const inference::ModelConfig& config, int threa
   return so;
 }
 
+// DEADLINE_EXCEEDED once the load was abandoned: checked between stages.
+Status CheckNotAbandoned(const ModelVersionOptions& o, const char* before) {
+  if (o.abandoned == nullptr || !o.abandoned->load()) return Status::Ok();
+  return DeadlineExceeded("the load was abandoned before {}", before);
+}
+
 }  // namespace
 
 StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Create(const std::string& name,
@@ -73,6 +79,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Create(const std::string& 
   auto session =
       options.cache->CreateSession(model_path, SessionOptionsFor(config, par.threads), &cache_hit);
   if (!session.ok()) return session.status();
+  RETURN_IF_ERROR(CheckNotAbandoned(options, "warmup"));
   const double build_ms = MsSince(t0);
   std::shared_ptr<ModelVersion> v(new ModelVersion());
   v->fingerprint_ = std::move(fingerprint);
@@ -90,10 +97,12 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Create(const std::string& 
   malloc_trim(0);  // loading's temporaries are gone; trimming after warmup would undo it
   const auto t1 = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(WarmupSession(*v->session_, *v->config_, v->signature_,
-                                model_path.parent_path().parent_path(), par.instances));
+                                model_path.parent_path().parent_path(), par.instances,
+                                WarmupLimits{options.max_warmup_bytes, options.abandoned}));
   const double warmup_ms = MsSince(t1);
+  RETURN_IF_ERROR(CheckNotAbandoned(options, "starting the scheduler"));
   RETURN_IF_ERROR(v->StartScheduler(par.instances, *options.clock));
-  v->WarmupWorkers(par.instances);
+  v->WarmupWorkers(par.instances, options.max_warmup_bytes);
   const auto& c = *v->config_;
   spdlog::info(
       "loaded model '{}' version {} ({} instance(s) × {} thread(s), max_batch_size {}{}; "
@@ -183,15 +192,27 @@ void ModelVersion::Enqueue(std::unique_ptr<InferenceRequest> request, ResponseCa
   FailTask(signature_, stats_, *task, reason, std::move(s));
 }
 
-// Best effort: a failure is only logged (WarmupSession already ran the model).
-void ModelVersion::WarmupWorkers(int instances) {
+// Best effort: a failure is only logged (WarmupSession already ran the model). Each request is a
+// whole batch (max_batch_size rows), which the scheduler dispatches at once: batch-1 requests
+// would wait out max_queue_delay (a 5 s delay made every load take 5 s).
+void ModelVersion::WarmupWorkers(int instances, uint64_t max_bytes) {
+  // Sequence models keep one row per request (a request is one step of one sequence).
+  const int64_t rows = signature_.batching() && !config_->has_sequence_batching()
+                           ? std::max(1, signature_.max_batch_size)
+                           : 1;
+  if (ZeroRequestBytes(signature_, rows) > max_bytes) {
+    spdlog::debug("worker warmup of '{}' skipped: a batch of {} is over the warmup byte limit",
+                  name(), rows);
+    return;
+  }
   stats_.set_paused(true);  // warmup requests are not requests
   Mutex mu;
   CondVar done;
   int left = std::max(1, instances);  // guarded by mu
   for (int i = 0, n = left; i < n; ++i) {
     auto task = std::make_unique<InferTask>();
-    task->request = ZeroRequest(signature_);
+    task->request = ZeroRequest(signature_, rows);
+    task->rows = rows;
     task->enqueued = std::chrono::steady_clock::now();
     task->callback = [&](Status s, InferenceResponse) {
       if (!s.ok()) spdlog::debug("worker warmup of '{}': {}", name(), s.message());

@@ -14,6 +14,7 @@
 // is immutable after Create.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -47,6 +48,11 @@ struct ModelVersionOptions {
   int default_instance_count = 0;     // 0: 1 instance without instance_group
   int threads_per_instance = 0;       // 0: total_threads / instances
   int autocomplete_max_batch_size = 8;
+  // Most bytes of input one warmup sample may hold (ModelManagerOptions::max_warmup_bytes).
+  uint64_t max_warmup_bytes = uint64_t{1} << 30;
+  // Set when the load was abandoned (its deadline passed, or shutdown): Create stops at the next
+  // stage or warmup run with DEADLINE_EXCEEDED. nullptr: never. Outlives Create.
+  const std::atomic<bool>* abandoned = nullptr;
   // Serves ensembles' composing models (the manager); required to load an ensemble.
   EnsembleHost* ensembles = nullptr;
 };
@@ -88,8 +94,9 @@ class ModelVersion {
       const std::string& name, int64_t version, const std::filesystem::path& model_path,
       std::string fingerprint, inference::ModelConfig config, const ModelVersionOptions& options);
   Status StartScheduler(int instances, Clock& clock);
-  // Gives each scheduler worker one request, so its thread-local state is warm.
-  void WarmupWorkers(int instances);
+  // Gives each scheduler worker one request, so its thread-local state is warm. The requests fill
+  // a whole batch, so no queue delay holds them back.
+  void WarmupWorkers(int instances, uint64_t max_bytes);
 
   std::string fingerprint_;
   std::shared_ptr<const inference::ModelConfig> config_;
