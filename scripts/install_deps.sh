@@ -17,9 +17,13 @@ PACKAGES=(
   python3-onnx python3-numpy python3-torch python3-torchvision python3-sklearn python3-requests
   libopenblas0-pthread  # an optimized BLAS for the PyTorch peer (the default reference BLAS is ~35x slower)
   prometheus python3-grpcio wrk curl
+  python3-h2 openssl  # tests/server/hardening_grpc_test.py: raw HTTP/2 rapid-reset client, self-signed TLS certificates
   # generation (issue 12): the Python sentencepiece module trains the tokenizers; Jane Austen's
   # novels are the training text of the small decoder model
   python3-sentencepiece r-cran-janeaustenr
+  # hardening (issue 15, docs/hardening.md): libFuzzer for the fuzz targets of fuzz/ (clang's
+  # -fsanitize=fuzzer; libclang-rt-14-dev holds the ASan/UBSan/TSan and fuzzer runtimes clang links)
+  libfuzzer-14-dev libclang-rt-14-dev
 )
 
 missing=()

@@ -50,7 +50,8 @@ ALLOWED = {
                "model_config_proto"},
     "genserve": {"server", "serving", "generation", "common", "model_config_proto"},
     "loadgen": {"common", "grpc_proto"},
-    "tools": {"genserve", "server", "serving", "loadgen", "quantize", "session", "optimizer", "kernels/cpu",
+    "batchjob": {"serving", "common"},
+    "tools": {"batchjob", "genserve", "server", "serving", "loadgen", "quantize", "session", "optimizer", "kernels/cpu",
               "runtime", "graph", "common", "batching", "grpc_proto", "model_config_proto"},
 }
 
@@ -70,6 +71,7 @@ TARGET = {
     "server": "inferd_server",
     "genserve": "inferd_genserve",
     "loadgen": "inferd_loadgen",
+    "batchjob": "inferd_batchjob",
     "tools": "inferd_tools_lib",
     "model_config_proto": "inferd_model_config_proto",
     "grpc_proto": "inferd_grpc_proto",
