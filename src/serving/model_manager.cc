@@ -17,6 +17,7 @@
 #include "serving/lifecycle.h"
 #include "serving/model_config.h"
 #include "serving/model_loader.h"
+#include "serving/processing_models.h"
 #include "serving/model_version.h"
 #include "serving/repository.h"
 
@@ -587,7 +588,9 @@ StatusOr<ModelMetadata> ModelManager::GetMetadata(const std::string& name,
     }
   }
   const auto& c = *v->config();
-  md.platform = c.platform().empty() ? "onnxruntime_onnx" : c.platform();
+  md.platform = !c.platform().empty() ? c.platform()
+                : IsProcessingModel(c)  ? c.backend()
+                                        : "onnxruntime_onnx";
   const ModelSignature& sig = v->signature();
   auto describe = [&](const std::string& n, DataType dtype, const Shape& dims) {
     TensorMetadata t{n, KServeName(dtype), dims};
