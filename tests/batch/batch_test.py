@@ -124,6 +124,8 @@ def case_outputs(args):
             rec["outputs"]["y"]["shape"])
         expect(got.shape == (1, 48) and want.shape == (1, 48), f"{got.shape} {want.shape}")
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    import xml.etree.ElementTree as ET
+    ET.parse(svg)  # well-formed
     with open(svg) as f:
         text = f.read()
     for lane in (">reader 0<", ">engine 0<", ">writer<"):
