@@ -11,12 +11,15 @@
 //   spdlog::info("gRPC on {}", server->port());
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/status.h"
+#include "server/restricted_api.h"
 #include "server/server_extensions.h"
 #include "serving/model_manager.h"
 
@@ -27,6 +30,37 @@ struct GrpcServerOptions {
   uint16_t port = 8001;  // 0 = any free port; see GrpcServer::port()
   // Largest message accepted (gRPC's default is 4 MiB; inferd uses the HTTP body limit).
   size_t max_message_bytes = size_t{64} << 20;
+
+  // Limits (docs/serving.md, "Limits"); each bounds what one client can make the server hold.
+  // HTTP/2 streams (calls in flight) one connection may open at once: the server's
+  // SETTINGS_MAX_CONCURRENT_STREAMS (gRPC's default is unlimited). >= 1.
+  int max_concurrent_streams = 100;
+  // ModelStreamInfer streams open at once on the whole server; one more is refused with
+  // RESOURCE_EXHAUSTED. >= 1.
+  int max_streams = 64;
+  // Per ModelStreamInfer stream: requests read whose responses are not yet written. At the limit
+  // the server stops reading that stream until the client reads its responses (backpressure:
+  // HTTP/2 flow control then holds the client's writes). >= 1.
+  int max_stream_pending_responses = 16;
+  // Connections with no call for this long get GOAWAY (0 = never).
+  std::chrono::milliseconds max_connection_idle{std::chrono::minutes(5)};
+  // Compressed (gzip/deflate) request messages. Off by default: Debian's gRPC 1.51 inflates a
+  // whole message before it compares its size with max_message_bytes, so 1 MiB of gzip can make
+  // the server allocate 1 GiB. When off, such calls fail with UNIMPLEMENTED before any inflation.
+  bool accept_compressed_requests = false;
+
+  // Restricted protocols (--grpc-restricted-protocol; restricted_api.h): a call to a restricted
+  // category without its metadata gets PERMISSION_DENIED. Default: everything open.
+  RestrictedApi restricted;
+
+  // TLS (--grpc-use-ssl); nullopt: plaintext. PEM texts, not paths. Client certificates are not
+  // requested.
+  struct Tls {
+    std::string cert_pem;  // server certificate chain
+    std::string key_pem;   // its private key
+    std::string root_pem;  // root certificates ("" = none)
+  };
+  std::optional<Tls> tls;
 };
 
 class GrpcServer {

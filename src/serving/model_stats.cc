@@ -109,6 +109,14 @@ void ModelStats::RecordExecution(int64_t rows, size_t requests, const BatchTimes
   batch_size_.Record(static_cast<double>(rows));
 }
 
+void ModelStats::RecordInference(int64_t rows) {
+  if (paused()) return;
+  MutexLock l(&mu_);
+  ++execution_count_;
+  inference_count_ += rows;
+  last_inference_ms_ = WallMillis();
+}
+
 ModelStatisticsSnapshot ModelStats::Snapshot() const {
   ModelStatisticsSnapshot s;
   {

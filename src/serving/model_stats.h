@@ -105,6 +105,10 @@ class ModelStats {
   // One Session::Run of `rows` rows for `requests` requests.
   void RecordExecution(int64_t rows, size_t requests, const BatchTimes& times) EXCLUDES(mu_);
 
+  // An ensemble request of `rows` rows succeeded: one inference and execution counted, without
+  // the compute phases (its steps' models record those).
+  void RecordInference(int64_t rows) EXCLUDES(mu_);
+
   // Everything but name and version, which the caller fills in.
   ModelStatisticsSnapshot Snapshot() const EXCLUDES(mu_);
 
