@@ -3,7 +3,7 @@
 
     bench/generation/run_bench.py [--model llama-110m] [--threads 2] [--quick]
         [--models-dir build/models/gen] [--out build/bench/generation] [--inferd build/inferd]
-        [--only bandwidth,llama,inferd,naive,serving]
+        [--only bandwidth,llama,inferd,naive,serving,stages,prefix,memory]
 
 What it does, in order (every figure of the tables comes from this one run):
   1. Peers: installs node-llama-cpp 3.21.1 into bench/generation/node_modules when missing.
@@ -24,6 +24,16 @@ What it does, in order (every figure of the tables comes from this one run):
      the serving sweep.
   Serving sweep: Poisson arrivals, prompts 64-512 and outputs 32-256 tokens; the highest swept
   rate with P99 TTFT <= 1 s and P99 TPOT <= 100 ms is the server's capacity.
+  7. Before/after (stages): the same seeded trace at --fixed-rate against the naive server, then
+     inferd with continuous batching only, + chunked prefill, + prefix cache, + INT8 weights
+     (config.pbtxt parameters chunked_prefill, enable_prefix_caching, int8_weights).
+  8. Prefix cache: --prefix-prompts requests, one at a time, each sharing a --prefix-len-token
+     prefix with an earlier one, against the same requests cold; TTFT ratio and the hit counters
+     of the metrics page.
+  9. Memory: a KV budget of --memory-kv-seqs longest sequences under --memory-requests
+     concurrent requests: completions, preemptions (metrics), the server's RSS sampled while it
+     runs against (weights + budget) x 1.1.
+  --quick runs every section at sizes that finish in minutes (short trace, few requests).
 Writes OUT/results.json and OUT/tables.md (markdown tables for docs/generation.md) and prints
 the tables with the ratios.
 """
@@ -128,6 +138,12 @@ def weight_bytes_per_token(model_dir, qtype):
     return total, cfg
 
 
+def weight_bytes_total(model_dir):
+    """Bytes of every float32 tensor of the model (what the server holds resident)."""
+    with np.load(Path(model_dir) / "weights.npz") as z:
+        return sum(int(np.prod(z[k].shape)) * 4 for k in z.files)
+
+
 # ---- references and the llama.cpp peer ----
 
 def reference_for(model_dir, out_dir, n=4):
@@ -226,10 +242,11 @@ class Server:
             LIVE.remove(self)
 
 
-def inferd_repository(model_dir, out_dir, int8, threads, streams):
-    """A model repository holding MODEL as a generative folder (genapi's config.pbtxt keys)."""
+def inferd_repository(model_dir, out_dir, int8, threads, streams, extra=None, tag=None):
+    """A model repository holding MODEL as a generative folder (genapi's config.pbtxt keys);
+    `extra` overrides parameters (chunked_prefill, enable_prefix_caching, kv_cache_bytes, ...)."""
     name = Path(model_dir).name
-    repo = Path(out_dir) / ("repo-int8" if int8 else "repo-fp32")
+    repo = Path(out_dir) / (tag or ("repo-int8" if int8 else "repo-fp32"))
     folder = repo / name
     (folder / "1").mkdir(parents=True, exist_ok=True)
     for f in ("model.onnx", "config.json", "tokenizer.model"):
@@ -239,10 +256,36 @@ def inferd_repository(model_dir, out_dir, int8, threads, streams):
     params = {"kv_cache_bytes": "512MiB", "max_num_seqs": str(max(streams, 16)),
               "max_num_batched_tokens": "512", "num_threads": str(threads),
               "int8_weights": "true" if int8 else "false"}
+    params.update(extra or {})
     text = f'name: "{name}"\nbackend: "inferd_generate"\n' + "".join(
         f'parameters {{ key: "{k}" value: {{ string_value: "{v}" }} }}\n' for k, v in params.items())
     (folder / "config.pbtxt").write_text(text)
     return repo
+
+
+def inferd_cmd(o, repo, port, metrics_port=-1):
+    return [o.inferd, "serve", "--model-repository", repo, "--http-port", port, "--grpc-port", -1,
+            "--metrics-port", metrics_port, "--threads", o.threads]
+
+
+def scrape(metrics_url, name):
+    """Sum of the samples of metric family `name` on a Prometheus text page (0 when absent)."""
+    with urllib.request.urlopen(metrics_url, timeout=10) as r:
+        text = r.read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def rss_bytes(pid, peak=False):
+    """VmRSS (or VmHWM, the peak) of a process from /proc."""
+    key = "VmHWM:" if peak else "VmRSS:"
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
 def gen_bench(o, url, model, vocab, extra, tag):
@@ -274,12 +317,164 @@ def serving_sweep(o, url, model, vocab, rates, tag):
     """Poisson sweep; returns (runs, highest rate within the SLOs or 0)."""
     runs = gen_bench(o, url, model, vocab,
                      ["--request-rate-range", rates, "--num-prompts", o.serving_prompts,
-                      "--input-len", "64:512", "--output-len", "32:256",
+                      "--input-len", o.input_len, "--output-len", o.output_len,
                       "--slo-ttft-ms", SLO_TTFT_MS, "--slo-tpot-ms", SLO_TPOT_MS,
                       "--plot", Path(o.out) / f"{tag}-serving.svg"], f"{tag}-serving")
     ok = [r["request_rate"] for r in runs
           if r["failed"] == 0 and r["p99_ttft_ms"] <= SLO_TTFT_MS and r["p99_tpot_ms"] <= SLO_TPOT_MS]
     return runs, max(ok) if ok else 0.0
+
+
+STAGES = [  # the before/after table: each row adds one feature to the one above
+    ("naive", "naive PyTorch server (one request at a time)", None),
+    ("batching", "continuous batching", {"chunked_prefill": "false", "enable_prefix_caching": "false"}),
+    ("chunked", "+ chunked prefill", {"chunked_prefill": "true", "enable_prefix_caching": "false"}),
+    ("prefix", "+ prefix cache", {"chunked_prefill": "true", "enable_prefix_caching": "true"}),
+    ("int8", "+ INT8 weights", {"chunked_prefill": "true", "enable_prefix_caching": "true",
+                                "int8_weights": "true"}),
+]
+
+
+def fixed_rate_run(o, url, model, vocab, tag):
+    """The serving trace at --fixed-rate (the same seeded trace for every server)."""
+    runs = gen_bench(o, url, model, vocab,
+                     ["--request-rate-range", f"{o.fixed_rate}:{o.fixed_rate}:1",
+                      "--num-prompts", o.serving_prompts, "--input-len", o.input_len,
+                      "--output-len", o.output_len], f"{tag}-fixed")
+    return runs[0]
+
+
+def before_after(o, model_dir, cfg):
+    """One row per STAGES entry: the trace at --fixed-rate, mean and P99 latencies."""
+    rows = {}
+    for key, label, params in STAGES:
+        port = free_port()
+        if params is None:
+            cmd = [sys.executable, HERE / "naive_server.py", model_dir, "--port", port,
+                   "--threads", o.threads, "--models-py", MODELS_PY]
+        else:
+            int8 = params.get("int8_weights") == "true"
+            repo = inferd_repository(model_dir, o.out, int8, o.threads, o.streams,
+                                     params, f"repo-stage-{key}")
+            cmd = inferd_cmd(o, repo, port)
+        try:
+            srv = Server(cmd, port, o.model, Path(o.out) / f"stage-{key}.log")
+        except RuntimeError as e:
+            rows[key] = {"label": label, "unavailable": str(e)}
+            continue
+        try:
+            rows[key] = {"label": label, **fixed_rate_run(o, srv.url, o.model, cfg["vocab_size"],
+                                                          f"stage-{key}")}
+        except subprocess.CalledProcessError as e:
+            rows[key] = {"label": label, "unavailable": f"inferd bench failed: {e}"}
+        finally:
+            srv.stop()
+    return rows
+
+
+def write_prompts(path, prompts, max_tokens):
+    with open(path, "w") as f:
+        for p in prompts:
+            f.write(json.dumps({"prompt": p, "max_tokens": max_tokens}) + "\n")
+
+
+def prefix_cache(o, model_dir, cfg):
+    """TTFT of requests sharing a --prefix-len prefix with an earlier one vs the same requests cold
+    (their prefix new to the server), one at a time, and the hit counters of the metrics page."""
+    rng = np.random.default_rng(7)
+    vocab = cfg["vocab_size"]
+    n = o.prefix_prompts
+
+    def ids(k):
+        return [int(t) for t in rng.integers(3, vocab, k)]
+
+    prefixes = [ids(o.prefix_len) for _ in range(n)]
+    cold = [p + ids(16) for p in prefixes]
+    warm = [p + ids(16) for p in prefixes]  # same prefixes, new suffixes
+    write_prompts(Path(o.out) / "prefix-cold.jsonl", cold, 8)
+    write_prompts(Path(o.out) / "prefix-warm.jsonl", warm, 8)
+    port, mport = free_port(), free_port()
+    repo = inferd_repository(model_dir, o.out, False, o.threads, o.streams, None, "repo-prefix")
+    try:
+        srv = Server(inferd_cmd(o, repo, port, mport), port, o.model, Path(o.out) / "prefix.log")
+    except RuntimeError as e:
+        return {"unavailable": str(e)}
+    metrics = f"http://127.0.0.1:{mport}/metrics"
+    try:
+        res = {"prefix_len": o.prefix_len, "prompts": n}
+        for tag in ("cold", "warm"):
+            q0 = scrape(metrics, "inferd_prefix_cache_queries_total")
+            h0 = scrape(metrics, "inferd_prefix_cache_hits_total")
+            r = gen_bench(o, srv.url, o.model, vocab,
+                          ["--dataset", Path(o.out) / f"prefix-{tag}.jsonl", "--concurrency-range", 1,
+                           "--num-prompts", n, "--warmup-requests", 0], f"prefix-{tag}")[0]
+            res[tag] = {"mean_ttft_ms": r["mean_ttft_ms"], "median_ttft_ms": r["median_ttft_ms"],
+                        "failed": r["failed"],
+                        "prefix_queries": scrape(metrics, "inferd_prefix_cache_queries_total") - q0,
+                        "prefix_hits": scrape(metrics, "inferd_prefix_cache_hits_total") - h0}
+        w = res["warm"]["mean_ttft_ms"]
+        res["ttft_ratio"] = res["cold"]["mean_ttft_ms"] / w if w else None
+        return res
+    except subprocess.CalledProcessError as e:
+        return {"unavailable": f"inferd bench failed: {e}"}
+    finally:
+        srv.stop()
+
+
+def memory_check(o, model_dir, cfg, bpt):
+    """A KV budget of --memory-kv-seqs longest sequences under --memory-requests concurrent ones:
+    every request must complete (preemptions counted), RSS sampled while it runs."""
+    max_in = int(o.input_len.split(":")[-1])
+    max_out = int(o.output_len.split(":")[-1])
+    block = 16
+    block_bytes = 2 * cfg["num_hidden_layers"] * cfg.get("num_key_value_heads", cfg["num_attention_heads"]) \
+        * block * (cfg["hidden_size"] // cfg["num_attention_heads"]) * 4
+    seq_blocks = -(-(max_in + max_out) // block)
+    budget = o.memory_kv_seqs * seq_blocks * block_bytes
+    port, mport = free_port(), free_port()
+    repo = inferd_repository(model_dir, o.out, False, o.threads, o.streams,
+                             {"kv_cache_bytes": str(budget)}, "repo-memory")
+    try:
+        srv = Server(inferd_cmd(o, repo, port, mport), port, o.model, Path(o.out) / "memory.log")
+    except RuntimeError as e:
+        return {"unavailable": str(e)}
+    metrics = f"http://127.0.0.1:{mport}/metrics"
+    samples, stop = [], threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            try:
+                samples.append(rss_bytes(srv.proc.pid))
+            except OSError:
+                break
+            stop.wait(0.2)
+
+    sampler = threading.Thread(target=sample)
+    try:
+        p0 = scrape(metrics, "inferd_num_preemptions_total")
+        rss_idle = rss_bytes(srv.proc.pid)
+        sampler.start()
+        r = gen_bench(o, srv.url, o.model, cfg["vocab_size"],
+                      ["--concurrency-range", o.memory_requests, "--num-prompts", o.memory_requests,
+                       "--input-len", o.input_len, "--output-len", o.output_len], "memory")[0]
+        stop.set()
+        sampler.join()
+        weights = weight_bytes_total(model_dir)
+        res = {"kv_budget_bytes": budget, "requests": o.memory_requests, "completed": r["completed"],
+               "failed": r["failed"],
+               "preemptions": scrape(metrics, "inferd_num_preemptions_total") - p0,
+               "weights_bytes": weights, "rss_idle_bytes": rss_idle,
+               "rss_max_bytes": max(samples or [0]), "rss_peak_hwm_bytes": rss_bytes(srv.proc.pid, True)}
+        res["rss_limit_bytes"] = int(1.1 * (weights + budget))
+        res["rss_within_limit"] = res["rss_max_bytes"] <= res["rss_limit_bytes"]
+        return res
+    except subprocess.CalledProcessError as e:
+        return {"unavailable": f"inferd bench failed: {e}"}
+    finally:
+        stop.set()
+        if sampler.is_alive():
+            sampler.join()
+        srv.stop()
 
 
 # ---- the run ----
@@ -297,15 +492,29 @@ def main(argv=None):
     ap.add_argument("--serving-prompts", type=int, default=100)
     ap.add_argument("--naive-rates", default="0.05:0.25:0.05")
     ap.add_argument("--inferd-rates", default="0.5:4:0.5")
-    ap.add_argument("--only", default="bandwidth,llama,inferd,naive,serving")
+    ap.add_argument("--input-len", default="64:512", help="serving trace prompt lengths")
+    ap.add_argument("--output-len", default="32:256", help="serving trace output lengths")
+    ap.add_argument("--fixed-rate", type=float, default=0.5,
+                    help="req/s of the before/after table (the same trace for every row)")
+    ap.add_argument("--prefix-len", type=int, default=1024)
+    ap.add_argument("--prefix-prompts", type=int, default=4)
+    ap.add_argument("--memory-kv-seqs", type=int, default=4,
+                    help="KV budget of the memory check, in longest sequences of the trace")
+    ap.add_argument("--memory-requests", type=int, default=16)
+    ap.add_argument("--only",
+                    default="bandwidth,llama,inferd,naive,serving,stages,prefix,memory",
+                    help="sections to run (comma-separated)")
     ap.add_argument("--models-py", default=str(MODELS_PY),
                     help="folder of models.py and build_models.py (scripts/generation)")
     ap.add_argument("--quick", action="store_true", help="small sizes, to check the script works")
     o = ap.parse_args(argv)
     MODELS_PY = Path(o.models_py)
     only = set(o.only.split(","))
-    if o.quick:
+    if o.quick:  # every section, at sizes that run in minutes: checks the script, not the engine
         o.streams, o.decode_tokens, o.serving_prompts = 4, 16, 6
+        o.input_len, o.output_len = "32:64", "8:16"
+        o.inferd_rates, o.naive_rates, o.fixed_rate = "1:2:1", "0.5:0.5:1", 1.0
+        o.prefix_prompts, o.memory_requests, o.memory_kv_seqs = 2, 6, 2
     Path(o.out).mkdir(parents=True, exist_ok=True)
     model_dir = ensure_model(o.models_dir, o.model)
     R = {"model": o.model, "threads": o.threads, "streams": o.streams, "cpu": cpu_name()}
@@ -353,6 +562,14 @@ def main(argv=None):
             R[tag] = {"unavailable": f"inferd bench failed: {e}"}
         finally:
             srv.stop()
+    if "stages" in only:
+        R["stages"] = before_after(o, model_dir, cfg)
+    if "prefix" in only:
+        R["prefix_cache"] = prefix_cache(o, model_dir, cfg)
+    if "memory" in only:
+        R["memory"] = memory_check(o, model_dir, cfg, bpt)
+    R["trace"] = {"input_len": o.input_len, "output_len": o.output_len,
+                  "prompts": o.serving_prompts, "fixed_rate": o.fixed_rate}
     (Path(o.out) / "results.json").write_text(json.dumps(R, indent=1))
     md = tables(R)
     (Path(o.out) / "tables.md").write_text(md)
@@ -424,7 +641,9 @@ def tables(R):
     caps = {t: R[t]["capacity_rps"] for t in ("inferd", "inferd-int8", "naive")
             if "capacity_rps" in R.get(t, {})}
     if caps:
-        lines += ["", f"Serving (Poisson, prompts 64-512, outputs 32-256; capacity = highest rate with "
+        t = R.get("trace", {"input_len": "64:512", "output_len": "32:256"})
+        lines += ["", f"Serving (Poisson, prompts {t['input_len']}, outputs {t['output_len']}; "
+                  f"capacity = highest rate with "
                   f"P99 TTFT <= {SLO_TTFT_MS:.0f} ms and P99 TPOT <= {SLO_TPOT_MS:.0f} ms):", "",
                   "| server | capacity req/s | rate | mean TTFT ms | P99 TTFT ms | mean TPOT ms | "
                   "P99 TPOT ms | out tok/s |", "|---|---|---|---|---|---|---|---|"]
@@ -435,7 +654,60 @@ def tables(R):
                              f"{r['output_throughput']:.0f} |")
         if caps.get("naive") and caps.get("inferd"):
             lines.append(f"\n- capacity inferd / naive: {caps['inferd'] / caps['naive']:.1f}x")
+    lines += stage_lines(R) + prefix_lines(R) + memory_lines(R)
     return "\n".join(lines) + "\n"
+
+
+def stage_lines(R):
+    st = R.get("stages")
+    if not st:
+        return []
+    t = R["trace"]
+    out = ["", f"Before/after at {t['fixed_rate']:g} req/s (Poisson, {t['prompts']} requests, prompts "
+           f"{t['input_len']}, outputs {t['output_len']}; the same trace for every row):", "",
+           "| server | done | mean TTFT ms | P99 TTFT ms | mean TPOT ms | P99 TPOT ms | "
+           "mean E2E ms | P99 E2E ms |", "|---|---|---|---|---|---|---|---|"]
+    for key, label, _ in STAGES:
+        r = st.get(key)
+        if not r:
+            continue
+        if "unavailable" in r:
+            out.append(f"| {label} | unavailable | | | | | | |")
+            continue
+        out.append(f"| {label} | {r['completed']}/{r['completed'] + r['failed']} | "
+                   f"{r['mean_ttft_ms']:.0f} | {r['p99_ttft_ms']:.0f} | {r['mean_tpot_ms']:.1f} | "
+                   f"{r['p99_tpot_ms']:.1f} | {r['mean_e2el_ms']:.0f} | {r['p99_e2el_ms']:.0f} |")
+    return out
+
+
+def prefix_lines(R):
+    p = R.get("prefix_cache")
+    if not p:
+        return []
+    if "unavailable" in p:
+        return ["", f"- prefix cache: unavailable ({p['unavailable']})"]
+    c, w = p["cold"], p["warm"]
+    ratio = p.get("ttft_ratio")
+    return ["", f"- prefix cache ({p['prompts']} requests sharing a {p['prefix_len']}-token prefix "
+            f"with an earlier one, one at a time): mean TTFT cold {c['mean_ttft_ms']:.0f} ms, warm "
+            f"{w['mean_ttft_ms']:.0f} ms, {_fmt(ratio, '.1f')}x lower; prefix-cache hits "
+            f"{w['prefix_hits']:.0f} of {w['prefix_queries']:.0f} prompt tokens (cold: "
+            f"{c['prefix_hits']:.0f} of {c['prefix_queries']:.0f})"]
+
+
+def memory_lines(R):
+    m = R.get("memory")
+    if not m:
+        return []
+    if "unavailable" in m:
+        return ["", f"- memory: unavailable ({m['unavailable']})"]
+    mb = 1 << 20
+    return ["", f"- memory: KV budget {m['kv_budget_bytes'] / mb:.0f} MiB under {m['requests']} "
+            f"concurrent requests: {m['completed']} completed, {m['failed']} failed, "
+            f"{m['preemptions']:.0f} preemptions; RSS max {m['rss_max_bytes'] / mb:.0f} MiB (idle "
+            f"{m['rss_idle_bytes'] / mb:.0f}, peak incl. load {m['rss_peak_hwm_bytes'] / mb:.0f}) vs "
+            f"limit (weights {m['weights_bytes'] / mb:.0f} + budget) x 1.1 = "
+            f"{m['rss_limit_bytes'] / mb:.0f} MiB: {'within' if m['rss_within_limit'] else 'ABOVE'}"]
 
 
 if __name__ == "__main__":

@@ -283,6 +283,10 @@ class Session : public std::enable_shared_from_this<Session> {
       auto it = msg.find(name);
       if (it != msg.end()) req.headers.emplace_back(name, std::string(it->value()));
     }
+    for (const std::string& name : server_->options.extra_headers) {
+      auto it = msg.find(name);
+      if (it != msg.end()) req.headers.emplace_back(name, std::string(it->value()));
+    }
     // The body and its claim on the in-flight budget live and die together.
     auto holder = std::make_shared<LeasedBody>();
     holder->lease = std::move(lease_);

@@ -69,6 +69,9 @@ struct HttpServerOptions {
   // When set, used instead of a budget of max_inflight_bytes of this server's own (to share one
   // budget between the KServe and metrics servers, or with gRPC).
   std::shared_ptr<ByteBudget> inflight_budget;
+  // Lower-case names of further request headers handed to the handler (HttpRequest::headers),
+  // e.g. the restricted-API keys (restricted_api.h).
+  std::vector<std::string> extra_headers;
 };
 
 struct HttpRequest {

@@ -10,6 +10,9 @@
 // converted to bf16 per call (per-thread scratch), oneDNN's bf16 matmul accumulates in f32 and
 // writes float32 Y; bias, R and the activation stay float32. On CPUs without native bf16 it
 // computes in FP32 (DnnlHasNativeBf16).
+//
+// A constant B computed in float32 without an activation runs util/panel_gemm.h (bias and R as
+// its epilogue) where PreferPanelGemm() says so (CPUs below AVX-512).
 #include <memory>
 
 #include "kernels/cpu/fused/register.h"
@@ -20,6 +23,7 @@
 #include "kernels/cpu/onednn/post_ops.h"
 #include "kernels/cpu/onednn/scratch.h"
 #include "kernels/cpu/util/kernel_util.h"
+#include "kernels/cpu/util/panel_gemm.h"
 
 namespace inferd::cpu {
 namespace {
@@ -44,6 +48,11 @@ class FusedMatMulKernel final : public DnnlKernel {
     if (const Tensor* b = info.ConstantInput(1); b && b->rank() == 2) {
       if (b->dtype() != DataType::kFloat32) {
         return InvalidArgument("{}: B must be float32", node.Describe());
+      }
+      if (!bf16_ && act_ops_.len() == 0 && b->NumElements() > 0 && PreferPanelGemm()) {
+        panel_b_.Pack(b->data<float>(), b->dim(0), b->dim(1));
+        info.ReleaseConstantInput(1);
+        return Status::Ok();
       }
       PackConstantInput(info, 1, *b, &const_b_);
     }
@@ -90,6 +99,11 @@ class FusedMatMulKernel final : public DnnlKernel {
                     : ctx.AllocateOutputUninitialized(0, DataType::kFloat32, out);
     if (rows == 0 || n == 0) return Status::Ok();
     if (k == 0) return Unimplemented("{}: K = 0", node.Describe());
+    if (panel_b_.defined()) {
+      PanelGemm(a->data<float>(), rows, panel_b_, y->data<float>(),
+                {bias ? bias->data<float>() : nullptr, res ? res->data<float>() : nullptr});
+      return Status::Ok();
+    }
     const bool packed = const_b_.defined();
     ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, GetPlan(rows, k, n, packed));
     dnnl::engine& eng = DnnlEngine();
@@ -157,6 +171,7 @@ class FusedMatMulKernel final : public DnnlKernel {
 
   bool has_bias_ = false, has_res_ = false, bf16_ = false;
   dnnl::post_ops act_ops_;
+  PanelWeights panel_b_;    // constant B for PanelGemm (then const_b_ stays empty)
   PackedWeights const_b_;  // one packed copy per layout, shared by every shape's plan
   PlanCache<Shape, Plan> plans_;
 };

@@ -4,7 +4,8 @@
 // A constant 2-D B is reordered into the layout oneDNN prefers once per layout (PackedWeights,
 // shared by the per-shape plans), and A's batch dims are folded into M (the BERT /
 // fully-connected case). Other shapes use plain layouts with oneDNN's batch broadcasting. Plans
-// (primitives) are cached per input shape.
+// (primitives) are cached per input shape. A constant 2-D float32 B without a fused activation
+// runs util/panel_gemm.h instead where PreferPanelGemm() says so (CPUs below AVX-512).
 #include <memory>
 
 #include "kernels/cpu/math/register.h"
@@ -16,6 +17,7 @@
 #include "kernels/cpu/util/broadcast.h"
 #include "kernels/cpu/util/float32.h"
 #include "kernels/cpu/util/kernel_util.h"
+#include "kernels/cpu/util/panel_gemm.h"
 
 namespace inferd::cpu {
 namespace {
@@ -139,6 +141,13 @@ class MatMulKernel final : public DnnlKernel {
  public:
   Status Init(const KernelInfo& info) override {
     RETURN_IF_ERROR(ParseFusedActivation(info.node(), &post_ops_));
+    const Tensor* b = info.ConstantInput(1);
+    if (b && b->rank() == 2 && b->dtype() == DataType::kFloat32 && b->NumElements() > 0 &&
+        post_ops_.len() == 0 && PreferPanelGemm()) {
+      panel_b_.Pack(b->data<float>(), b->dim(0), b->dim(1));
+      info.ReleaseConstantInput(1);
+      return Status::Ok();
+    }
     PackConstantB(info, &const_b_);
     return Status::Ok();
   }
@@ -170,6 +179,12 @@ class MatMulKernel final : public DnnlKernel {
             return Status::Ok();
           },
           [&] { return InvalidArgument("{}: unsupported type {}", node.Describe(), DataTypeName(dtype)); });
+    }
+    if (panel_b_.defined() && dtype == DataType::kFloat32) {
+      // B is 2-D: A's batch dims fold into the rows.
+      Tensor* y = ctx.AllocateOutputUninitialized(0, dtype, s.out);
+      PanelGemm(a_in->data<float>(), NumElements(s.batch) * s.m, panel_b_, y->data<float>());
+      return Status::Ok();
     }
     if (s.batch.size() + 2 > DNNL_MAX_NDIMS) {
       return Unimplemented("{}: rank {} is above oneDNN's limit", node.Describe(), s.batch.size() + 2);
@@ -205,6 +220,7 @@ class MatMulKernel final : public DnnlKernel {
   }
 
   dnnl::post_ops post_ops_;
+  PanelWeights panel_b_;   // constant 2-D float32 B for PanelGemm (then const_b_ stays empty)
   PackedWeights const_b_;  // constant 2-D B, packed once per layout
   PlanCache<Shape, MatMulPlan> cache_;
 };

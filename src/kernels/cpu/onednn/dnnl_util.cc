@@ -29,6 +29,14 @@ bool DnnlHasNativeBf16() {
   return bf16;
 }
 
+bool PreferPanelGemm() {
+#if defined(__AVX2__) && defined(__FMA__)
+  return !DnnlHasAvx512();
+#else
+  return false;
+#endif
+}
+
 bool DnnlInt8IsExact(DataType activations, const Tensor& weights) {
   static const bool vnni = IsaHas(dnnl::cpu_isa::avx512_core_vnni);
   if (vnni) return true;

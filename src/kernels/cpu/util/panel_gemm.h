@@ -1,0 +1,55 @@
+// A float32 GEMM over constant weights repacked once into 16-column panels: what MatMul and
+// FusedMatMul run for a constant 2-D B on CPUs without AVX-512 (PreferPanelGemm in
+// onednn/dnnl_util.h), where oneDNN 2.6 takes its AVX2 "gemm:jit" path.
+//
+// Why hand-written: that path reads B in its plain row-major layout on every call. The rows of a
+// 16-column strip lie N floats apart (768, 1280, 3072, 32000 in a decoder: strides that map them
+// onto a few L1 sets and one hardware-prefetch stream per row), so at the 2-64 rows of a batched
+// decode step it runs far below the FMA peak while the weights stream from memory. Here each
+// panel is K x 16 contiguous floats, read front to back by a 6 x 16 register tile, K in blocks of
+// 256 that stay in L1 while every row tile uses them. The same code runs prefill-sized M (it
+// measured faster than oneDNN's at 256 rows on the AVX2 host too), so the kernel holds one packed
+// copy of the weights, not two. Measured figures: docs/generation.md.
+#pragma once
+
+#include <cstdint>
+
+#include "common/tensor.h"
+
+namespace inferd::cpu {
+
+// B [K, N] float32 as ceil(N / 16) panels of [K, 16], the last one zero-padded past N.
+class PanelWeights {
+ public:
+  static constexpr int64_t kPanel = 16;
+
+  // Packs row-major `b` [k, n] (any alignment); k, n >= 1.
+  void Pack(const float* b, int64_t k, int64_t n);
+  bool defined() const { return k_ > 0; }
+  int64_t k() const { return k_; }
+  int64_t n() const { return n_; }
+  int64_t num_panels() const { return (n_ + kPanel - 1) / kPanel; }
+  // Panel p: k() rows of kPanel floats.
+  const float* panel(int64_t p) const { return data_.data<float>() + p * k_ * kPanel; }
+
+ private:
+  Tensor data_;  // 64-byte aligned
+  int64_t k_ = 0, n_ = 0;
+};
+
+// What is added to A · B before it is stored, in this order.
+struct GemmEpilogue {
+  const float* bias = nullptr;      // [N], added to every row
+  const float* residual = nullptr;  // [M, N] row-major; must not alias y
+};
+
+// y [m, N] = a [m, K] · B + bias + residual; a and y row-major and dense (lda = K, ldy = N),
+// m >= 1. Every element is summed in one order whatever m and the thread split are (K in blocks
+// of 256, each block in order, the blocks added in order), so a row gives bit-identical results
+// alone or in a batch of any size: a sequence decodes the same greedy tokens alone as among 16.
+// Runs on the OpenMP threads (ParallelFor) over panels, or over rows when there are too few
+// panels to share.
+void PanelGemm(const float* a, int64_t m, const PanelWeights& b, float* y,
+               const GemmEpilogue& epilogue = {});
+
+}  // namespace inferd::cpu
