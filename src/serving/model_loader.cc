@@ -58,13 +58,14 @@ void LoadOrKeepVersion(const ModelState* old, const inference::ModelConfig& conf
   }
   const std::string folder = std::to_string(v);
   auto loaded = [&]() -> StatusOr<std::shared_ptr<ModelVersion>> {
-    ASSIGN_OR_RETURN(const fs::path path,
-                     ResolveModelFile(dir, model->name, folder, fs::path(folder) / file,
-                                      config.default_model_filename().empty()
-                                          ? "model file"
-                                          : "default_model_filename"));
-    return ModelVersion::Create(model->name, v, path, std::move(fingerprint), config,
-                                options.versions);
+    auto path = ResolveModelFile(dir, model->name, folder, fs::path(folder) / file,
+                                 config.default_model_filename().empty() ? "model file"
+                                                                         : "default_model_filename");
+    // Missing (but inside the folder) is for Create to judge: ensembles and processing models
+    // have no model file. Outside or not a regular file is refused here.
+    if (!path.ok() && path.status().code() != StatusCode::kNotFound) return path.status();
+    return ModelVersion::Create(model->name, v, path.ok() ? *path : vdir / file,
+                                std::move(fingerprint), config, options.versions);
   }();
   if (loaded.ok()) {
     model->versions[v] = std::move(loaded).value();
