@@ -82,7 +82,8 @@ gen-models-large: deps
 # ---- Hardening (docs/hardening.md): sanitizer builds, fuzzers, soak ----
 # Each sanitizer build has its own directory, configured with -DINFERD_SANITIZE (CMakeLists.txt:
 # -O1, line tables, every project target instrumented). `make asan`: ASan+UBSan over the unit tests
-# and the server end-to-end tests. `make tsan`: TSan over the scheduler, serving and server tests
+# and the server end-to-end tests (the kernel library with ASan only: UBSan doubles its compile
+# time). `make tsan`: TSan over the scheduler, serving and server tests
 # (gtest binaries) and the server end-to-end test; OpenMP runs one thread (libgomp is not
 # instrumented, so its barriers would be invisible to TSan). Suppressions with their reasons:
 # tests/sanitizers/*.supp.
@@ -102,7 +103,7 @@ TSAN_TESTS = inferd_batching_test inferd_serving_test inferd_server_test
 
 $(ASAN_BUILD)/build.ninja:
 	@scripts/install_deps.sh
-	$(SAN_CMAKE) -B $(ASAN_BUILD) -DINFERD_SANITIZE=address,undefined
+	$(SAN_CMAKE) -B $(ASAN_BUILD) -DINFERD_SANITIZE=address,undefined -DINFERD_SANITIZE_KERNELS=address
 
 $(TSAN_BUILD)/build.ninja:
 	@scripts/install_deps.sh

@@ -2,7 +2,7 @@
 // JSON tensors and the binary tensor extension), then what the server would write back: the
 // error JSON of a rejected body, or, for a body that decodes, the response of an identity model
 // (every input echoed as an output, binary or JSON per the request's options), which must be
-// valid JSON.
+// valid JSON (and valid UTF-8).
 //
 // Input layout: byte 0 bit 0 set = an Inference-Header-Content-Length is sent, whose value is
 // bytes 1-4 (little endian) modulo the body size + 1; the rest is the body.
@@ -14,6 +14,7 @@
 
 #include "fuzz/fuzz_util.h"
 #include "server/http_codec.h"
+#include "server/json_text.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace inferd;
@@ -34,8 +35,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   response.model_name = "m";
   response.model_version = 1;
   response.id = decoded->request->id;
+  // Output names are a loaded model's (valid UTF-8); the id and the tensor contents (BYTES
+  // elements included) are echoed from the request as the server would for an identity model.
   for (const auto& input : decoded->request->inputs) {
-    response.outputs.emplace_back(input.name, input.tensor.Clone());
+    response.outputs.emplace_back(server::ToValidUtf8(input.name), input.tensor.Clone());
   }
   auto encoded = server::EncodeHttpInferResponse(response, decoded->output_options);
   if (!encoded.ok()) return 0;

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "fuzz/fuzz_util.h"
+#include "server/json_text.h"
 #include "server/openai_codec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -23,12 +24,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(IsValidJson(ApiErrorJson(*error)), "the error body is valid JSON");
     return 0;
   }
+  // The encoders are fed the parsed prompt as if it were generated text, to check their escaping
+  // of any valid string. Generated text is the tokenizer's UTF-8, and the model name in a reply is
+  // a loaded model's, so invalid UTF-8 here (which the parser may accept: it goes to the
+  // tokenizer as bytes) would be no server bug: it is replaced first.
   std::string text = call.prompt;
   for (const auto& m : call.messages) text += m.content;
-  ResponseMeta meta{"cmpl-fuzz", call.model, 1};
+  text = ToValidUtf8(text);
+  ResponseMeta meta{"cmpl-fuzz", ToValidUtf8(call.model), 1};
   auto token_text = [](int32_t id) { return std::to_string(id); };
   if (api == GenApi::kTritonGenerate) {
-    FUZZ_CHECK(IsValidJson(EncodeTritonGenerate(call.model, text)), "generate reply is JSON");
+    FUZZ_CHECK(IsValidJson(EncodeTritonGenerate(meta.model, text)), "generate reply is JSON");
     return 0;
   }
   CompletionResult result;
