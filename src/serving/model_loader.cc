@@ -58,6 +58,10 @@ void LoadOrKeepVersion(const ModelState* old, const inference::ModelConfig& conf
   }
   const std::string folder = std::to_string(v);
   auto loaded = [&]() -> StatusOr<std::shared_ptr<ModelVersion>> {
+    if (config.platform() == "ensemble") {  // no model file: the path only locates label files
+      return ModelVersion::Create(model->name, v, dir / folder / file, std::move(fingerprint),
+                                  config, options.versions);
+    }
     ASSIGN_OR_RETURN(const fs::path path,
                      ResolveModelFile(dir, model->name, folder, fs::path(folder) / file,
                                       config.default_model_filename().empty()
