@@ -641,7 +641,9 @@ def tables(R):
     caps = {t: R[t]["capacity_rps"] for t in ("inferd", "inferd-int8", "naive")
             if "capacity_rps" in R.get(t, {})}
     if caps:
-        lines += ["", f"Serving (Poisson, prompts 64-512, outputs 32-256; capacity = highest rate with "
+        t = R.get("trace", {"input_len": "64:512", "output_len": "32:256"})
+        lines += ["", f"Serving (Poisson, prompts {t['input_len']}, outputs {t['output_len']}; "
+                  f"capacity = highest rate with "
                   f"P99 TTFT <= {SLO_TTFT_MS:.0f} ms and P99 TPOT <= {SLO_TPOT_MS:.0f} ms):", "",
                   "| server | capacity req/s | rate | mean TTFT ms | P99 TTFT ms | mean TPOT ms | "
                   "P99 TPOT ms | out tok/s |", "|---|---|---|---|---|---|---|---|"]
@@ -674,7 +676,7 @@ def stage_lines(R):
             continue
         out.append(f"| {label} | {r['completed']}/{r['completed'] + r['failed']} | "
                    f"{r['mean_ttft_ms']:.0f} | {r['p99_ttft_ms']:.0f} | {r['mean_tpot_ms']:.1f} | "
-                   f"{r['p99_tpot_ms']:.1f} | {r['mean_e2e_ms']:.0f} | {r['p99_e2e_ms']:.0f} |")
+                   f"{r['p99_tpot_ms']:.1f} | {r['mean_e2el_ms']:.0f} | {r['p99_e2el_ms']:.0f} |")
     return out
 
 

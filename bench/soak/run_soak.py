@@ -244,7 +244,7 @@ def main():
     ap.add_argument("--swap-every", type=seconds, default=120, help="e.g. 2m, 30s")
     ap.add_argument("--window", type=seconds, default=60, help="report window, e.g. 60s")
     ap.add_argument("--load", type=float, default=0.7, help="fraction of the measured capacity")
-    ap.add_argument("--concurrency", default="1:16:2", help="capacity sweep, A:B:STEP (closed loop)")
+    ap.add_argument("--concurrency", default="1:13:4", help="capacity sweep, A:B:STEP (closed loop)")
     ap.add_argument("--capacity", type=float, help="skip the sweep: capacity in infer/s")
     ap.add_argument("--threads", type=int, default=0, help="server --threads (0 = all cores)")
     ap.add_argument("--tolerance", type=float, default=0.10)

@@ -250,14 +250,15 @@ JobSummary Pipeline::Run() {
   double wall_ns = std::max(1.0, s.seconds * 1e9);
   s.reader_busy = static_cast<double>(reader_busy_ns_.load()) / (wall_ns * o_.reader_threads);
   s.writer_busy = static_cast<double>(writer_busy_ns_) / wall_ns;
-  double compute_s = 0;
+  double busiest_s = 0;
   for (auto& [name, after] : UsageByModel(*o_.manager)) {
     ModelUse u = after;
     u.executions -= before[name].executions;
     u.rows -= before[name].rows;
     u.compute_s -= before[name].compute_s;
-    if (u.executions == 0) continue;
-    compute_s += u.compute_s;
+    // An ensemble's own entry counts requests but no compute (its steps' models have it).
+    if (u.executions == 0 || u.compute_s <= 0) continue;
+    busiest_s = std::max(busiest_s, u.compute_s);
     s.models.push_back(u);
   }
   {
@@ -267,7 +268,7 @@ JobSummary Pipeline::Run() {
     s.signal = signal_;
     s.engine_threads = static_cast<int>(threads_.size());
   }
-  s.engine_busy = compute_s / std::max(1e-9, s.seconds * std::max(1, s.engine_threads));
+  s.engine_busy = busiest_s / std::max(1e-9, s.seconds);
   if (o_.timeline != nullptr) DrawEngine();
   return s;
 }
@@ -328,14 +329,16 @@ std::string FormatSummary(const JobSummary& s) {
   double rate = s.seconds > 0 ? static_cast<double>(s.records) / s.seconds : 0;
   std::string out = fmt::format(
       "{} records ({} errors) in {:.2f} s: {:.1f} items/s\n"
-      "utilization: readers {:.0f}% ({} threads), engine {:.0f}% ({} threads), writer {:.0f}%\n",
+      "utilization: readers {:.0f}% ({} threads), engine {:.0f}% (busiest model), writer "
+      "{:.0f}%\n",
       s.records, s.errors, s.seconds, rate, 100 * s.reader_busy, s.reader_threads,
-      100 * s.engine_busy, s.engine_threads, 100 * s.writer_busy);
+      100 * s.engine_busy, 100 * s.writer_busy);
   for (const ModelUse& m : s.models) {
-    out += fmt::format("model {}: {} batches, {} items (mean batch {:.1f}), compute {:.2f} s\n",
-                       m.name, m.executions, m.rows,
-                       m.executions ? static_cast<double>(m.rows) / m.executions : 0.0,
-                       m.compute_s);
+    out += fmt::format(
+        "model {}: {} batches, {} items (mean batch {:.1f}), compute {:.2f} s ({:.0f}% busy)\n",
+        m.name, m.executions, m.rows,
+        m.executions ? static_cast<double>(m.rows) / m.executions : 0.0, m.compute_s,
+        s.seconds > 0 ? 100 * m.compute_s / s.seconds : 0.0);
   }
   return out;
 }

@@ -73,7 +73,9 @@ struct JobSummary {
   double reader_busy = 0;  // fraction of reader-thread time spent reading/parsing
   double writer_busy = 0;  // fraction of the writer's time spent formatting/writing/syncing
   int engine_threads = 0;  // distinct engine threads that answered
-  double engine_busy = 0;  // compute time / (wall × engine threads)
+  // The busiest model's compute time over the wall time (above 1 when its instances overlap):
+  // how close the pipeline keeps its slowest engine stage to fully busy.
+  double engine_busy = 0;
   std::vector<ModelUse> models;
   StopReason stop = StopReason::kFinished;
   int signal = 0;           // kSignal: the signal number

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <cstdlib>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -26,29 +28,32 @@ std::string XmlEscape(const std::string& s) {
 
 std::string LaneKind(const std::string& lane) { return lane.substr(0, lane.find(' ')); }
 
-const char* LaneColor(const std::string& kind) {
-  if (kind == "reader") return "#4e79a7";
-  if (kind == "engine") return "#e15759";
-  if (kind == "writer") return "#59a14f";
-  return "#9c755f";
+// Two shades per stage, alternating span by span, so back-to-back batches stay apart.
+const char* LaneColor(const std::string& kind, size_t nth) {
+  bool odd = nth % 2 == 1;
+  if (kind == "reader") return odd ? "#7ea6cf" : "#4e79a7";
+  if (kind == "engine") return odd ? "#f28e8c" : "#e15759";
+  if (kind == "writer") return odd ? "#8cd17d" : "#59a14f";
+  return odd ? "#c9a58f" : "#9c755f";
 }
 
-// Lanes grouped by kind in order of first appearance, lanes within a kind in order of appearance.
+// Stages in pipeline order (reader, engine, writer, then any other), lanes within a stage by
+// their number ("reader 2" before "reader 10").
 std::vector<std::string> OrderLanes(const std::vector<TimelineSpan>& spans) {
-  std::vector<std::string> kinds, lanes;
+  std::vector<std::string> lanes;
   for (const auto& s : spans) {
-    if (std::find(kinds.begin(), kinds.end(), LaneKind(s.lane)) == kinds.end()) {
-      kinds.push_back(LaneKind(s.lane));
-    }
     if (std::find(lanes.begin(), lanes.end(), s.lane) == lanes.end()) lanes.push_back(s.lane);
   }
-  std::vector<std::string> ordered;
-  for (const auto& k : kinds) {
-    for (const auto& l : lanes) {
-      if (LaneKind(l) == k) ordered.push_back(l);
-    }
-  }
-  return ordered;
+  auto rank = [](const std::string& lane) {
+    std::string kind = LaneKind(lane);
+    int stage = kind == "reader" ? 0 : kind == "engine" ? 1 : kind == "writer" ? 2 : 3;
+    size_t space = lane.find(' ');
+    long number = space == std::string::npos ? 0 : std::strtol(lane.c_str() + space + 1, nullptr, 10);
+    return std::make_tuple(stage, kind, number, lane);
+  };
+  std::sort(lanes.begin(), lanes.end(),
+            [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
+  return lanes;
 }
 
 // A tick step of 1, 2 or 5 × 10^k seconds giving about 10 ticks over `span` seconds.
@@ -110,13 +115,15 @@ std::string RenderTimelineSvg(const std::vector<TimelineSpan>& spans, const std:
     svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"#f3f3f3\"/>\n",
                        kLeft, y, kPlot, kLane - 2);
   }
+  std::map<std::string, size_t> nth;  // spans drawn so far per lane
   for (const auto& s : spans) {
     int y = kTop + kLane * row[s.lane];
+    size_t k = nth[s.lane]++;
     double x0 = x(s.start_s), w = std::max(0.5, x(s.end_s) - x0);
     svg += fmt::format(
         "<rect x=\"{:.1f}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\" "
         "stroke=\"white\" stroke-width=\"0.3\"><title>{} {:.3f}-{:.3f} s</title></rect>\n",
-        x0, y + 1, w, kLane - 4, LaneColor(LaneKind(s.lane)), XmlEscape(s.label), s.start_s,
+        x0, y + 1, w, kLane - 4, LaneColor(LaneKind(s.lane), k), XmlEscape(s.label), s.start_s,
         s.end_s);
   }
   int axis_y = kTop + kLane * static_cast<int>(lanes.size()) + 5;

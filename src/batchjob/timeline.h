@@ -32,8 +32,8 @@ class Timeline {
   void Add(const std::string& lane, Clock::TimePoint start, Clock::TimePoint end,
            std::string label) EXCLUDES(mu_);
   std::vector<TimelineSpan> Spans() const EXCLUDES(mu_);
-  // The SVG document; lanes in the order they first appear, except that lanes are grouped by
-  // their first word (reader, engine, writer) in that order of appearance.
+  // The SVG document: lanes grouped by their first word in pipeline order (reader, engine,
+  // writer, then others), numbered lanes in numeric order.
   std::string RenderSvg(const std::string& title) const EXCLUDES(mu_);
 
  private:

@@ -14,6 +14,7 @@
 #include "graph/onnx_io.h"
 #include "optimizer/paged_attention_rewrite.h"
 #include "optimizer/sibling_matmul_merge.h"
+#include "optimizer/swiglu_fusion.h"
 #include "quantize/dynamic_int8.h"
 #include "session/session.h"
 
@@ -294,8 +295,10 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateDecoderRunner(const std::filesystem
   }
   // Q/K/V and gate/up become one MatMul each: a decode step makes a third of the kernel calls
   // (and OpenMP barriers) for the same weights read (sibling_matmul_merge.h).
+  // Then SiLU(gate) x up reads the merged output once (swiglu_fusion.h).
   if (options.merge_projections) {
     RETURN_IF_ERROR(SiblingMatMulMerge().Run(model.graph).status().WithContext(model_path));
+    RETURN_IF_ERROR(SwiGluFusion().Run(model.graph).status().WithContext(model_path));
   }
   if (options.int8_weights) {
     quantize::QuantizeOptions q;

@@ -138,6 +138,12 @@ class Propagator {
       return acc;
     }
     if (!in0) return std::nullopt;
+    if (n.op_type == "SwiGlu" && n.domain == "ai.inferd") {  // [..., 2F] -> [..., F]
+      Dims out = *in0;
+      if (out.empty()) return std::nullopt;
+      out.back() = out.back().known() ? Dim{out.back().value / 2, ""} : kUnknown;
+      return out;
+    }
     if (n.op_type == "MatMul" || n.op_type == "FusedMatMul") {
       std::optional<Dims> b = Get(n.inputs[1]);
       if (!b || in0->size() < 2 || b->size() < 2) return std::nullopt;

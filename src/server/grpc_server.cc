@@ -12,6 +12,7 @@
 #include "common/mutex.h"
 #include "model_config.pb.h"
 #include "server/grpc_codec.h"
+#include "server/http_protocol.h"
 #include "server/kserve_http.h"
 #include "server/repository_codec.h"
 #include "server/restricted_api.h"
@@ -55,6 +56,13 @@ void FillDuration(const serving::DurationStat& d, pb::StatisticDuration* out) {
   out->set_ns(d.ns);
 }
 
+// Takes `bytes` from `budget` (nullptr: no budget); the refusal status when it is spent.
+Status AcquireInflight(ByteBudget* budget, size_t bytes) {
+  if (budget == nullptr || budget->TryAcquire(bytes)) return Status::Ok();
+  return ResourceExhausted("server busy: {} request bytes in flight would exceed the limit of {}",
+                           budget->in_use() + bytes, budget->limit());
+}
+
 // Counts the ModelStreamInfer streams open on the server (GrpcServerOptions::max_streams).
 struct StreamSlots {
   explicit StreamSlots(int max) : max(max) {}
@@ -76,11 +84,12 @@ struct StreamSlots {
 // started until a write completes, so a client that writes and never reads is held by HTTP/2 flow
 // control instead of growing the server's memory. The call finishes once the client half-closed
 // and every request has been answered.
-class StreamReactor : public grpc::ServerBidiReactor<pb::ModelInferRequest, pb::ModelStreamInferResponse> {
+class StreamReactor
+    : public grpc::ServerBidiReactor<pb::ModelInferRequest, pb::ModelStreamInferResponse> {
  public:
   // `slots`: the server's stream counter, already acquired for this stream (released in OnDone).
-  StreamReactor(ModelManager* manager, StreamSlots* slots, int max_pending)
-      : manager_(manager), slots_(slots), max_pending_(max_pending) {
+  StreamReactor(ModelManager* manager, StreamSlots* slots, int max_pending, ByteBudget* budget)
+      : manager_(manager), slots_(slots), budget_(budget), max_pending_(max_pending) {
     RecursiveMutexLock lock(&mu_);
     MaybeStartRead();
   }
@@ -130,8 +139,11 @@ class StreamReactor : public grpc::ServerBidiReactor<pb::ModelInferRequest, pb::
     auto shm = ResolveGrpcSharedMemoryOutputs(SharedMemoryRegistry::Default(), *msg);
     if (decoded.ok() && !shm.ok()) decoded = shm.status();
     if (!decoded.ok()) return Enqueue(ErrorResponse(*msg, decoded.status()));
-    manager_->Infer(std::move(*decoded), [this, msg, shm = std::move(*shm)](
+    const size_t bytes = msg->ByteSizeLong();
+    if (Status s = AcquireInflight(budget_, bytes); !s.ok()) return Enqueue(ErrorResponse(*msg, s));
+    manager_->Infer(std::move(*decoded), [this, msg, bytes, shm = std::move(*shm)](
                                              Status s, serving::InferenceResponse resp) {
+      if (budget_ != nullptr) budget_->Release(bytes);
       pb::ModelStreamInferResponse r;
       if (s.ok()) s = EncodeGrpcInferResponse(resp, r.mutable_infer_response());
       if (s.ok()) s = FinishGrpcSharedMemoryOutputs(shm, resp, r.mutable_infer_response());
@@ -176,6 +188,7 @@ class StreamReactor : public grpc::ServerBidiReactor<pb::ModelInferRequest, pb::
 
   ModelManager* manager_;
   StreamSlots* slots_;
+  ByteBudget* budget_;  // nullptr: none
   const int64_t max_pending_;
   pb::ModelInferRequest request_;  // the read in progress
   // mu_ guards the write queue, the read state and the finish state; reactions (OnReadDone,
@@ -205,7 +218,8 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
         ext_(ext),
         restricted_(options.restricted),
         stream_slots_(options.max_streams),
-        max_stream_pending_(options.max_stream_pending_responses) {}
+        max_stream_pending_(options.max_stream_pending_responses),
+        budget_(options.inflight_budget) {}
 
   ServerUnaryReactor* ServerLive(CallbackServerContext* ctx, const pb::ServerLiveRequest*,
                                  pb::ServerLiveResponse* res) override {
@@ -274,10 +288,14 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
     if (!decoded.ok()) return Done(ctx, decoded.status());
     auto shm = ResolveGrpcSharedMemoryOutputs(SharedMemoryRegistry::Default(), *req);
     if (!shm.ok()) return Done(ctx, shm.status());
+    const size_t bytes = req->ByteSizeLong();
+    if (Status s = AcquireInflight(budget_.get(), bytes); !s.ok()) return Done(ctx, s);
     ServerUnaryReactor* reactor = ctx->DefaultReactor();
     std::optional<TraceHandle> trace = ext_->StartTrace(req->model_name());
-    manager_->Infer(std::move(*decoded), [reactor, res, trace, ext = ext_, shm = std::move(*shm)](
+    manager_->Infer(std::move(*decoded), [reactor, res, trace, ext = ext_, shm = std::move(*shm),
+                                          budget = budget_, bytes](
                                              Status s, serving::InferenceResponse resp) {
+      if (budget) budget->Release(bytes);
       if (s.ok()) s = EncodeGrpcInferResponse(resp, res);
       if (s.ok()) s = FinishGrpcSharedMemoryOutputs(shm, resp, res);
       if (trace) ext->FinishTrace(*trace, resp.model_version);
@@ -335,7 +353,7 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
           fmt::format("too many ModelStreamInfer streams open (the server allows {})",
                       stream_slots_.max)));
     }
-    return new StreamReactor(manager_, &stream_slots_, max_stream_pending_);
+    return new StreamReactor(manager_, &stream_slots_, max_stream_pending_, budget_.get());
   }
 
   ServerUnaryReactor* ModelConfig(CallbackServerContext* ctx, const pb::ModelConfigRequest* req,
@@ -491,10 +509,13 @@ class Service final : public pb::GRPCInferenceService::CallbackService {
   const RestrictedApi restricted_;
   StreamSlots stream_slots_;
   const int max_stream_pending_;
+  const std::shared_ptr<ByteBudget> budget_;
 };
 
 Status ValidateOptions(const GrpcServerOptions& o) {
-  if (o.max_concurrent_streams < 1) return InvalidArgument("grpc: max_concurrent_streams must be >= 1");
+  if (o.max_concurrent_streams < 1) {
+    return InvalidArgument("grpc: max_concurrent_streams must be >= 1");
+  }
   if (o.max_streams < 1) return InvalidArgument("grpc: max_streams must be >= 1");
   if (o.max_stream_pending_responses < 1) {
     return InvalidArgument("grpc: max_stream_pending_responses must be >= 1");
@@ -506,6 +527,7 @@ Status ValidateOptions(const GrpcServerOptions& o) {
 // The channel arguments behind GrpcServerOptions' limits (all exist in Debian's gRPC 1.51).
 void ApplyLimits(const GrpcServerOptions& o, grpc::ServerBuilder& builder) {
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, o.max_concurrent_streams);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, o.http2_bdp_probe ? 1 : 0);
   if (o.max_connection_idle.count() > 0) {
     builder.AddChannelArgument(
         GRPC_ARG_MAX_CONNECTION_IDLE_MS,

@@ -14,10 +14,11 @@ GrpcServerOptions FreePort() {
 }
 
 TEST(GrpcServerTest, RejectsLimitsBelowOne) {
-  for (auto set : {+[](GrpcServerOptions& o) { o.max_concurrent_streams = 0; },
-                   +[](GrpcServerOptions& o) { o.max_streams = 0; },
-                   +[](GrpcServerOptions& o) { o.max_stream_pending_responses = -1; },
-                   +[](GrpcServerOptions& o) { o.max_connection_idle = std::chrono::seconds(-1); }}) {
+  for (auto set :
+       {+[](GrpcServerOptions& o) { o.max_concurrent_streams = 0; },
+        +[](GrpcServerOptions& o) { o.max_streams = 0; },
+        +[](GrpcServerOptions& o) { o.max_stream_pending_responses = -1; },
+        +[](GrpcServerOptions& o) { o.max_connection_idle = std::chrono::seconds(-1); }}) {
     GrpcServerOptions o = FreePort();
     set(o);
     auto server = GrpcServer::Start(o, /*manager=*/nullptr);
@@ -30,9 +31,9 @@ TEST(GrpcServerTest, RejectsLimitsBelowOne) {
 
 TEST(GrpcServerTest, BadTlsKeyPairFailsToListenWithAClearError) {
   GrpcServerOptions o = FreePort();
-  o.tls = GrpcServerOptions::Tls{"-----BEGIN CERTIFICATE-----\nnot a cert\n-----END CERTIFICATE-----\n",
-                                 "-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n",
-                                 ""};
+  o.tls =
+      GrpcServerOptions::Tls{"-----BEGIN CERTIFICATE-----\nnot a cert\n-----END CERTIFICATE-----\n",
+                             "-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n", ""};
   auto server = GrpcServer::Start(o, /*manager=*/nullptr);
   ASSERT_FALSE(server.ok());
   EXPECT_EQ(server.status().code(), StatusCode::kUnavailable);

@@ -175,7 +175,7 @@ struct HttpServer::Impl {
   }
   void Accept();
   void OnAcceptError(const beast::error_code& ec);
-  void ShedOne();
+  bool ShedOne();  // false: nothing shed (no spare descriptor, or no connection waiting)
 };
 
 namespace {
@@ -573,7 +573,8 @@ void HttpServer::Impl::OnAcceptError(const beast::error_code& ec) {
     spdlog::warn("http: cannot accept connections: {}; shedding new ones until it clears",
                  ec.message());
   }
-  if (OutOfDescriptors(ec)) ShedOne();
+  // Shedding a connection is progress (work per incoming connection, not a spin): go on at once.
+  if (OutOfDescriptors(ec) && ShedOne()) return Accept();
   accept_backoff = std::clamp(accept_backoff * 2, kMinAcceptBackoff, kMaxAcceptBackoff);
   accept_timer.expires_after(accept_backoff);
   accept_timer.async_wait([this](beast::error_code tec) {
@@ -581,8 +582,9 @@ void HttpServer::Impl::OnAcceptError(const beast::error_code& ec) {
   });
 }
 
-void HttpServer::Impl::ShedOne() {
-  if (spare_fd < 0) return;
+bool HttpServer::Impl::ShedOne() {
+  if (spare_fd < 0) spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // lost earlier
+  if (spare_fd < 0) return false;
   ::close(spare_fd);
   const int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (fd >= 0) {
@@ -590,6 +592,7 @@ void HttpServer::Impl::ShedOne() {
     ::close(fd);
   }
   spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  return fd >= 0;
 }
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

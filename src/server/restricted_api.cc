@@ -9,8 +9,8 @@ namespace inferd::server {
 namespace {
 
 constexpr std::string_view kNames[kApiCategoryCount] = {
-    "health", "metadata",   "inference", "shared-memory", "model-config", "model-repository",
-    "statistics", "trace", "logging"};
+    "health",           "metadata",   "inference", "shared-memory", "model-config",
+    "model-repository", "statistics", "trace",     "logging"};
 
 // Triton's gRPC metadata prefix for restricted-protocol keys.
 constexpr std::string_view kGrpcKeyPrefix = "triton-grpc-protocol-";
@@ -29,7 +29,7 @@ int HexValue(char c) {
 }
 
 // %XX -> byte; a malformed escape stays as it is (the router then 404s it anyway).
-std::string PercentDecode(std::string_view s) {
+std::string DecodeEscapes(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
@@ -52,7 +52,7 @@ std::vector<std::string> Segments(std::string_view path) {
   while (i < path.size()) {
     size_t j = path.find('/', i);
     if (j == std::string_view::npos) j = path.size();
-    if (j > i) parts.push_back(PercentDecode(path.substr(i, j - i)));
+    if (j > i) parts.push_back(DecodeEscapes(path.substr(i, j - i)));
     i = j + 1;
   }
   return parts;
@@ -84,8 +84,8 @@ ApiCategory ClassifyModelsPath(const std::vector<std::string>& parts) {
 ApiCategory ClassifySegments(const std::vector<std::string>& parts) {
   using C = ApiCategory;
   if (parts.empty()) return C::kNone;
-  if (parts[0] == "v1") return parts.size() >= 2 && parts[1] == "models" ? C::kMetadata
-                                                                         : C::kInference;
+  if (parts[0] == "v1")
+    return parts.size() >= 2 && parts[1] == "models" ? C::kMetadata : C::kInference;
   if (parts[0] != "v2") return C::kNone;
   if (parts.size() == 1) return C::kMetadata;
   const std::string& area = parts[1];
@@ -220,7 +220,7 @@ HttpHandler RestrictHttpHandler(RestrictedApi restrictions, HttpHandler inner) {
     auto lookup = [&req](std::string_view name) { return req.Header(name); };
     // The path as sent and fully decoded (a router that decodes before splitting sees "%2F" as
     // a separator): either one restricted is enough to need the header.
-    for (ApiCategory c : {ClassifyHttpPath(req.path), ClassifyHttpPath(PercentDecode(req.path))}) {
+    for (ApiCategory c : {ClassifyHttpPath(req.path), ClassifyHttpPath(DecodeEscapes(req.path))}) {
       if (auto denied = api.Check(c, lookup)) {
         return reply(HttpReply{403, "application/json", JsonError(*denied), {}});
       }

@@ -1,8 +1,8 @@
 #include "server/restricted_api.h"
 
-#include <map>
-
 #include <gtest/gtest.h>
+
+#include <map>
 
 namespace inferd::server {
 namespace {
@@ -131,8 +131,8 @@ TEST(RestrictedApiTest, RejectsBadFlagsWithTritonsMessages) {
   expect_error(P::kGrpc, {"model-repository,health:k1=v1", "metadata,health:k2=v2"},
                "restricted protocol 'health' can not be specified in multiple config groups");
   expect_error(P::kHttp, {"health,health:k=v"}, "restricted api 'health' can not be specified");
-  for (const char* bad : {"health", "health:k", "health:=v", ":k=v", "health:k=", "health,:k=v",
-                          ""}) {
+  for (const char* bad :
+       {"health", "health:k", "health:=v", ":k=v", "health:k=", "health,:k=v", ""}) {
     expect_error(P::kHttp, {bad},
                  std::string(bad) == "health,:k=v" ? "unknown restricted api ''"
                                                    : "--http-restricted-api option format");
@@ -169,11 +169,10 @@ TEST(RestrictedApiTest, HttpHandlerRefusesWithout403AndPassesWith) {
   auto api = RestrictedApi::Parse(P::kHttp, {"model-repository:admin-key=s3cret"});
   ASSERT_TRUE(api.ok());
   int inner_calls = 0;
-  HttpHandler handler = RestrictHttpHandler(
-      *api, [&inner_calls](HttpRequest, HttpResponder reply) {
-        ++inner_calls;
-        reply(HttpReply{200, "application/json", "{}", {}});
-      });
+  HttpHandler handler = RestrictHttpHandler(*api, [&inner_calls](HttpRequest, HttpResponder reply) {
+    ++inner_calls;
+    reply(HttpReply{200, "application/json", "{}", {}});
+  });
   auto call = [&handler](std::string path, bool with_header) {
     HttpRequest req;
     req.method = "POST";

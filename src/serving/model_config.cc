@@ -177,7 +177,9 @@ Status ValidateConfigStandalone(const ModelConfig& config) {
                            "'onnxruntime_onnx')",
                            platform);
   }
-  static const std::set<std::string> kBackends = {"", "onnxruntime", "onnx", "inferd"};
+  // inferd_image and inferd_classify: the built-in processing models (processing_models.h).
+  static const std::set<std::string> kBackends = {"",       "onnxruntime",  "onnx",
+                                                  "inferd", "inferd_image", "inferd_classify"};
   if (!kBackends.count(config.backend())) {
     return InvalidArgument("backend '{}' is not supported: inferd serves ONNX models only (use "
                            "backend 'onnxruntime')",
@@ -431,7 +433,9 @@ std::vector<std::string> IgnoredConfigFields(const ModelConfig& c) {
   note(c.response_cache().enable(), "response_cache.enable (responses are not cached)");
   note(c.model_metrics().metric_control_size() > 0, "model_metrics");
   for (const auto& [key, value] : c.parameters()) {
-    note(true, fmt::format("parameters '{}' (a backend parameter inferd does not use)", key));
+    // The processing backends read their parameters (and fail the load on an unknown one).
+    note(c.backend() != "inferd_image" && c.backend() != "inferd_classify",
+         fmt::format("parameters '{}' (a backend parameter inferd does not use)", key));
   }
   return out;
 }

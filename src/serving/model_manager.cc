@@ -10,11 +10,14 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <optional>
 
+#include "serving/config_limits.h"
 #include "serving/lifecycle.h"
 #include "serving/model_config.h"
 #include "serving/model_loader.h"
+#include "serving/processing_models.h"
 #include "serving/model_version.h"
 #include "serving/repository.h"
 
@@ -78,6 +81,10 @@ StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(const ModelManagerO
   }
   if (options.retire_timeout.count() < 0) {
     return InvalidArgument("retire_timeout must be >= 0");
+  }
+  if (options.autocomplete_max_batch_size > ConfigBounds::kMaxBatchSize) {
+    return InvalidArgument("autocomplete_max_batch_size {} exceeds the limit {}",
+                           options.autocomplete_max_batch_size, ConfigBounds::kMaxBatchSize);
   }
   if (options.max_load_time.count() <= 0) {
     return InvalidArgument("max_load_time must be > 0");
@@ -177,6 +184,23 @@ StatusOr<LoadOverride> PrepareOverride(const std::string& name, const LoadParame
   return o;
 }
 
+// LoadModelState with the load boundary's guarantee: an exception (std::bad_alloc from a huge
+// allocation, one from a library) fails this model's load with its text, never the process (it
+// would escape the load's thread and terminate the server).
+ModelLoad LoadCatchingExceptions(const std::string& name, const ModelState* old,
+                                 const ModelLoadOptions& options, const LoadOverride& override) {
+  try {
+    return LoadModelState(name, old, options, override);
+  } catch (const std::bad_alloc&) {
+    return FailedLoad(name, old, options,
+                      ResourceExhausted("out of memory while loading (std::bad_alloc)"));
+  } catch (const std::exception& e) {
+    return FailedLoad(name, old, options, Internal("exception while loading: {}", e.what()));
+  } catch (...) {
+    return FailedLoad(name, old, options, Internal("unknown exception while loading"));
+  }
+}
+
 // A file the file system refuses (a path component over NAME_MAX, a full disk) is INTERNAL with
 // Triton's "failed to poll from model repository" wording, as Triton answers it.
 Status WriteOverrideFiles(const std::string& name, const fs::path& dir,
@@ -264,7 +288,7 @@ std::optional<ModelLoad> ModelManager::RunLoad(const std::string& name,
           const std::atomic<bool>& abandoned) mutable {
         (void)cache;  // held only to keep options.versions.cache alive
         options.versions.abandoned = &abandoned;
-        return LoadModelState(name, old.get(), options, override);
+        return LoadCatchingExceptions(name, old.get(), options, override);
       });
   {
     MutexLock l(&mu_);
@@ -565,7 +589,9 @@ StatusOr<ModelMetadata> ModelManager::GetMetadata(const std::string& name,
     }
   }
   const auto& c = *v->config();
-  md.platform = c.platform().empty() ? "onnxruntime_onnx" : c.platform();
+  md.platform = !c.platform().empty() ? c.platform()
+                : IsProcessingModel(c)  ? c.backend()
+                                        : "onnxruntime_onnx";
   const ModelSignature& sig = v->signature();
   auto describe = [&](const std::string& n, DataType dtype, const Shape& dims) {
     TensorMetadata t{n, KServeName(dtype), dims};

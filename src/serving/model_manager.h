@@ -10,6 +10,11 @@
 // Repository layout (Triton's): DIR/<model>/config.pbtxt (optional, see model_config.h) and
 // DIR/<model>/<version>/model.onnx, versions being positive integers. A model whose config or
 // ONNX file is invalid is recorded UNAVAILABLE with the reason (see Index()); the others load.
+// What a repository can make a load do is bounded: numeric config fields (config_limits.h), warmup
+// bytes (max_warmup_bytes), load time (max_load_time: a load past it is abandoned and fails, the
+// lifecycle goes on); every file a load reads stays inside its model folder and is a regular file
+// (repository.h's ResolveModelFile); an exception in a load fails that model only; reasons name
+// files relative to the repository, never its absolute path.
 //
 // Thread-safety: every method may be called concurrently from any thread. Infer never blocks on
 // inference: it validates, enqueues and returns; the callback runs on a model worker thread (or on
@@ -24,7 +29,9 @@
 //   model_instance.h   one instance: merge inputs → Session::Run → split outputs
 //   model_stats.h      FailureReason and the per-version statistics
 //   warmup.h           warmup requests and tensors
-//   lifecycle.h        the lifecycle thread (operations, poll timer) and the retire deadline
+//   lifecycle.h        the lifecycle thread (operations, poll timer), the retire deadline and
+//                      AbandonableWork (the load deadline)
+//   config_limits.h    upper bounds on numeric config fields
 //   ensemble.h         ensembles (platform "ensemble"): steps run through this manager
 // An ensemble's composing models are loaded before it when they are not loaded yet (in every
 // control mode, as Triton's explicit mode does); unloading one leaves the ensemble READY, and its

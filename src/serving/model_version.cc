@@ -10,6 +10,7 @@
 #include "batching/batch_scheduler.h"
 #include "common/mutex.h"
 #include "serving/model_config.h"
+#include "serving/processing_models.h"
 #include "serving/warmup.h"
 
 namespace inferd::serving {
@@ -55,6 +56,20 @@ SessionOptions SessionOptionsFor(const inference::ModelConfig& config, int threa
   return so;
 }
 
+// The version's session: a processing model's graph built from its config (no file, nothing to
+// cache or optimize), else the model file through the compiled-model cache.
+StatusOr<std::unique_ptr<Session>> CreateVersionSession(const fs::path& model_path,
+                                                        const inference::ModelConfig& config,
+                                                        const ModelVersionOptions& options,
+                                                        int threads, bool* cache_hit) {
+  SessionOptions so = SessionOptionsFor(config, threads);
+  if (!IsProcessingModel(config)) return options.cache->CreateSession(model_path, so, cache_hit);
+  ASSIGN_OR_RETURN(Model model,
+                   BuildProcessingModel(config, model_path.parent_path().parent_path()));
+  so.optimization_level = OptimizationLevel::kNone;
+  return Session::Create(std::move(model), so);
+}
+
 // DEADLINE_EXCEEDED once the load was abandoned: checked between stages.
 Status CheckNotAbandoned(const ModelVersionOptions& o, const char* before) {
   if (o.abandoned == nullptr || !o.abandoned->load()) return Status::Ok();
@@ -76,8 +91,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Create(const std::string& 
   const Parallelism par = ResolveParallelism(config, options);
   const auto t0 = std::chrono::steady_clock::now();
   bool cache_hit = false;
-  auto session =
-      options.cache->CreateSession(model_path, SessionOptionsFor(config, par.threads), &cache_hit);
+  auto session = CreateVersionSession(model_path, config, options, par.threads, &cache_hit);
   if (!session.ok()) return session.status();
   RETURN_IF_ERROR(CheckNotAbandoned(options, "warmup"));
   const double build_ms = MsSince(t0);
@@ -96,13 +110,16 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Create(const std::string& 
   v->config_ = std::make_shared<const inference::ModelConfig>(std::move(config));
   malloc_trim(0);  // loading's temporaries are gone; trimming after warmup would undo it
   const auto t1 = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(WarmupSession(*v->session_, *v->config_, v->signature_,
-                                model_path.parent_path().parent_path(), par.instances,
-                                WarmupLimits{options.max_warmup_bytes, options.abandoned}));
+  const bool warmup = DefaultWarmupRuns(*v->config_) || v->config_->model_warmup_size() > 0;
+  if (warmup) {
+    RETURN_IF_ERROR(WarmupSession(*v->session_, *v->config_, v->signature_,
+                                  model_path.parent_path().parent_path(), par.instances,
+                                  WarmupLimits{options.max_warmup_bytes, options.abandoned}));
+  }
   const double warmup_ms = MsSince(t1);
   RETURN_IF_ERROR(CheckNotAbandoned(options, "starting the scheduler"));
   RETURN_IF_ERROR(v->StartScheduler(par.instances, *options.clock));
-  v->WarmupWorkers(par.instances, options.max_warmup_bytes);
+  if (DefaultWarmupRuns(*v->config_)) v->WarmupWorkers(par.instances, options.max_warmup_bytes);
   const auto& c = *v->config_;
   spdlog::info(
       "loaded model '{}' version {} ({} instance(s) × {} thread(s), max_batch_size {}{}; "
@@ -196,10 +213,7 @@ void ModelVersion::Enqueue(std::unique_ptr<InferenceRequest> request, ResponseCa
 // whole batch (max_batch_size rows), which the scheduler dispatches at once: batch-1 requests
 // would wait out max_queue_delay (a 5 s delay made every load take 5 s).
 void ModelVersion::WarmupWorkers(int instances, uint64_t max_bytes) {
-  // Sequence models keep one row per request (a request is one step of one sequence).
-  const int64_t rows = signature_.batching() && !config_->has_sequence_batching()
-                           ? std::max(1, signature_.max_batch_size)
-                           : 1;
+  const int64_t rows = signature_.batching() ? std::max(1, signature_.max_batch_size) : 1;
   if (ZeroRequestBytes(signature_, rows) > max_bytes) {
     spdlog::debug("worker warmup of '{}' skipped: a batch of {} is over the warmup byte limit",
                   name(), rows);

@@ -97,7 +97,10 @@ const char* FileKind(fs::file_type t) {
 StatusOr<fs::path> ResolveModelFile(const fs::path& model_dir, std::string_view name,
                                     const fs::path& within, const fs::path& relative,
                                     std::string_view what) {
-  const std::string shown = fmt::format("{}/{}", name, relative.generic_string());
+  // An absolute path is the operator's and may name the repository: it is not repeated.
+  const std::string shown = relative.is_absolute()
+                                ? std::string("(an absolute path)")
+                                : fmt::format("{}/{}", name, relative.generic_string());
   const std::string shown_root =
       within.empty() ? std::string(name) : fmt::format("{}/{}", name, within.generic_string());
   if (relative.empty()) return InvalidArgument("{}: the file name is empty", what);

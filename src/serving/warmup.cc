@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <random>
 #include <string>
 #include <thread>
@@ -133,8 +134,8 @@ std::vector<WarmupPlan> DefaultPlans(const ModelSignature& sig, uint64_t max_byt
   return plans;
 }
 
-Status RunPlans(const Session& session, const std::vector<WarmupPlan>& plans,
-                const std::atomic<bool>* abandoned) {
+Status RunPlansOnce(const Session& session, const std::vector<WarmupPlan>& plans,
+                    const std::atomic<bool>* abandoned) {
   for (const WarmupPlan& plan : plans) {
     for (uint32_t i = 0; i < plan.count; ++i) {
       if (abandoned != nullptr && abandoned->load()) {
@@ -147,6 +148,19 @@ Status RunPlans(const Session& session, const std::vector<WarmupPlan>& plans,
     }
   }
   return Status::Ok();
+}
+
+// Runs on warmup threads of its own: an exception (bad_alloc) must become a Status here, or it
+// would terminate the process.
+Status RunPlans(const Session& session, const std::vector<WarmupPlan>& plans,
+                const std::atomic<bool>* abandoned) {
+  try {
+    return RunPlansOnce(session, plans, abandoned);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("warmup ran out of memory (std::bad_alloc)");
+  } catch (const std::exception& e) {
+    return Internal("warmup threw: {}", e.what());
+  }
 }
 
 }  // namespace

@@ -71,30 +71,29 @@ struct LoadedModel {
   ModelInputInfo inputs;
 };
 
-// The config.pbtxt to load `model` with so dynamic batching forms batches: the repository's when
-// it already batches (or is an ensemble, whose steps batch), else the same plus a
-// dynamic_batching block. nullopt: load as it is.
-std::optional<std::string> BatchingOverride(const BatchCommandOptions& o, std::ostream& log) {
-  fs::path path = fs::path(o.repository) / o.model / "config.pbtxt";
-  inference::ModelConfig config;
+// The repository's config of `model` (empty when it has none or it does not parse: the load
+// then reports the problem).
+inference::ModelConfig RepositoryConfig(const std::string& repository, const std::string& model) {
   std::string text;
-  if (serving::ReadRepositoryFile(path, &text)) {
-    std::vector<std::string> warnings;
-    auto parsed = serving::ParseModelConfig(text, /*strict=*/false, &warnings);
-    if (!parsed.ok()) return std::nullopt;  // the load reports the error
-    config = std::move(parsed).value();
-  }
-  if (config.platform() == "ensemble" || config.has_dynamic_batching() ||
-      config.has_sequence_batching()) {
-    return std::nullopt;
-  }
+  if (!serving::ReadRepositoryFile(fs::path(repository) / model / "config.pbtxt", &text)) return {};
+  std::vector<std::string> warnings;
+  auto parsed = serving::ParseModelConfig(text, /*strict=*/false, &warnings);
+  return parsed.ok() ? std::move(parsed).value() : inference::ModelConfig{};
+}
+
+// The config to load a (non-ensemble) model with so dynamic batching forms batches: nullopt when
+// the repository's config already batches (or is a sequence model, or says max_batch_size 0),
+// else the same config plus a dynamic_batching block, in Triton's JSON.
+std::optional<std::string> BatchingOverride(const std::string& model, inference::ModelConfig config,
+                                            int batch_size, std::ostream& log) {
+  if (config.has_dynamic_batching() || config.has_sequence_batching()) return std::nullopt;
   if (config.max_batch_size() == 0 && config.input_size() > 0) {
     log << fmt::format("note: model '{}' has max_batch_size 0: it runs one item at a time\n",
-                       o.model);
+                       model);
     return std::nullopt;
   }
-  int preferred = config.max_batch_size() > 0 ? std::min(o.batch_size, config.max_batch_size())
-                                              : o.batch_size;
+  int preferred =
+      config.max_batch_size() > 0 ? std::min(batch_size, config.max_batch_size()) : batch_size;
   auto* batching = config.mutable_dynamic_batching();
   batching->add_preferred_batch_size(preferred);
   // Long enough for the readers to fill a batch; a full batch never waits.
@@ -104,25 +103,41 @@ std::optional<std::string> BatchingOverride(const BatchCommandOptions& o, std::o
   log << fmt::format(
       "note: model '{}' has no dynamic_batching in its config; inferd batch adds one "
       "(preferred batch size {}, max queue delay 10 ms)\n",
-      o.model, preferred);
+      model, preferred);
   return json.value();
+}
+
+// Loads `model` so that it batches: with BatchingOverride's config when it needs one (falling
+// back to its own config if that load fails). An ensemble's composing models are loaded first
+// the same way (an ensemble load keeps composing models already loaded), then the ensemble.
+Status LoadBatched(serving::ModelManager& manager, const BatchCommandOptions& o,
+                   const std::string& model, int depth, std::ostream& log) {
+  if (depth > 8) return InvalidArgument("ensembles nested deeper than 8 at '{}'", model);
+  inference::ModelConfig config = RepositoryConfig(o.repository, model);
+  if (config.platform() == "ensemble") {
+    for (const auto& step : config.ensemble_scheduling().step()) {
+      if (manager.IsModelReady(step.model_name())) continue;
+      Status s = LoadBatched(manager, o, step.model_name(), depth + 1, log);
+      if (!s.ok()) return s;
+    }
+    return manager.LoadModel(model);
+  }
+  std::optional<std::string> override = BatchingOverride(model, config, o.batch_size, log);
+  if (override.has_value()) {
+    serving::LoadParameters params;
+    params.config = *override;
+    Status loaded = manager.LoadModel(model, params);
+    if (loaded.ok()) return loaded;
+    log << fmt::format("note: loading '{}' with dynamic batching failed ({}); loading its own "
+                       "config\n",
+                       model, loaded.message());
+  }
+  return manager.LoadModel(model);
 }
 
 StatusOr<LoadedModel> LoadModel(serving::ModelManager& manager, const BatchCommandOptions& o,
                                 std::ostream& log) {
-  std::optional<std::string> override = BatchingOverride(o, log);
-  Status loaded = Status::Ok();
-  if (override.has_value()) {
-    serving::LoadParameters params;
-    params.config = *override;
-    loaded = manager.LoadModel(o.model, params);
-    if (!loaded.ok()) {
-      log << fmt::format("note: loading with dynamic batching failed ({}); loading the model's "
-                         "own config\n",
-                         loaded.message());
-    }
-  }
-  if (!override.has_value() || !loaded.ok()) loaded = manager.LoadModel(o.model);
+  Status loaded = LoadBatched(manager, o, o.model, 0, log);
   if (!loaded.ok()) return loaded.WithContext(fmt::format("model '{}'", o.model));
   ASSIGN_OR_RETURN(auto config, manager.GetConfig(o.model));
   ASSIGN_OR_RETURN(serving::ModelMetadata metadata, manager.GetMetadata(o.model));

@@ -16,6 +16,7 @@
 
 #include "common/mutex.h"
 #include "server/grpc_server.h"
+#include "server/http_protocol.h"
 #include "server/http_server.h"
 #include "server/kserve_http.h"
 #include "server/openai_http.h"
@@ -120,6 +121,9 @@ void AddGrpcLimitAndAccessFlags(CLI::App* cmd, ServeOptions* o) {
   cmd->add_flag("--grpc-accept-compressed-requests", o->grpc_accept_compressed_requests,
                 "Accept gzip/deflate gRPC messages (off: Debian's gRPC 1.51 inflates a whole "
                 "message before checking its size, so a small gzip bomb costs GBs of memory)");
+  cmd->add_flag("--grpc-http2-bdp-probe", o->grpc_http2_bdp_probe,
+                "Let gRPC grow its HTTP/2 flow-control windows (faster uploads on long links; "
+                "off: a client that never reads can park at most 64 KiB per stream)");
   cmd->add_option("--http-restricted-api", o->http_restricted_api,
                   "<api>,<api>...:<header>=<value>: HTTP requests to these API categories need "
                   "the header (repeatable; categories: health, metadata, inference, "
@@ -173,11 +177,76 @@ Status ConfigureGrpc(const ServeOptions& o, server::GrpcServerOptions* go) {
   go->max_stream_pending_responses = o.grpc_max_stream_pending_responses;
   go->max_connection_idle = std::chrono::seconds(o.grpc_max_connection_idle_secs);
   go->accept_compressed_requests = o.grpc_accept_compressed_requests;
+  go->http2_bdp_probe = o.grpc_http2_bdp_probe;
   ASSIGN_OR_RETURN(go->restricted,
                    server::RestrictedApi::Parse(server::RestrictedApi::Protocol::kGrpc,
                                                 o.grpc_restricted_protocol));
   return ConfigureGrpcTls(o, go);
 }
+
+}  // namespace
+
+namespace {
+
+// ---- HTTP limits (owner: hhttp; docs/serving.md "Limits") ----
+void AddHttpLimitFlags(CLI::App* cmd, ServeOptions* o) {
+  cmd->add_option("--http-max-connections", o->http_max_connections,
+                  "Open HTTP connections; beyond it new ones get 503 and are closed")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--http-header-timeout-secs", o->http_header_timeout_secs,
+                  "Time for a request's head to arrive (from connect or its first byte)")
+      ->check(CLI::Range(0.001, 86400.0))
+      ->capture_default_str();
+  cmd->add_option("--http-body-timeout-secs", o->http_body_timeout_secs,
+                  "Time for a request's body to arrive after its head")
+      ->check(CLI::Range(0.001, 86400.0))
+      ->capture_default_str();
+  cmd->add_option("--http-idle-timeout-secs", o->http_idle_timeout_secs,
+                  "Time a keep-alive connection may wait for its next request (and a reply may "
+                  "wait for the client to read it)")
+      ->check(CLI::Range(0.001, 86400.0))
+      ->capture_default_str();
+  cmd->add_option("--http-max-header-bytes", o->http_max_header_bytes,
+                  "Request line + header fields; beyond: 431 (414 for the request line)")
+      ->capture_default_str();
+  cmd->add_option("--http-max-headers", o->http_max_headers, "Header fields; beyond: 431")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--http-max-uri-bytes", o->http_max_uri_bytes, "Request target; beyond: 414")
+      ->capture_default_str();
+  cmd->add_option("--http-max-inflight-bytes", o->http_max_inflight_bytes,
+                  "Request bodies being read or served, all connections together; a request "
+                  "beyond it gets 503 before its body is read")
+      ->capture_default_str();
+}
+
+Status ApplyHttpLimits(const ServeOptions& o, server::HttpServerOptions* ho) {
+  auto ms = [](double secs) {
+    return std::chrono::milliseconds(static_cast<int64_t>(secs * 1000 + 0.5));
+  };
+  ho->max_connections = static_cast<size_t>(o.http_max_connections);
+  ho->header_timeout = ms(o.http_header_timeout_secs);
+  ho->body_timeout = ms(o.http_body_timeout_secs);
+  ho->idle_timeout = ms(o.http_idle_timeout_secs);
+  auto size = [](const std::string& text, const char* flag, size_t* out) -> Status {
+    auto v = ParseByteSize(text);
+    if (!v.ok()) return v.status().WithContext(flag);
+    *out = *v;
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(size(o.http_max_header_bytes, "--http-max-header-bytes", &ho->max_header_bytes));
+  ho->max_header_count = static_cast<size_t>(o.http_max_headers);
+  RETURN_IF_ERROR(size(o.http_max_uri_bytes, "--http-max-uri-bytes", &ho->max_uri_bytes));
+  RETURN_IF_ERROR(
+      size(o.http_max_inflight_bytes, "--http-max-inflight-bytes", &ho->max_inflight_bytes));
+  if (ho->max_header_bytes < 1024 || ho->max_header_bytes > (size_t{1} << 30)) {
+    return InvalidArgument("--http-max-header-bytes must be between 1KiB and 1GiB");
+  }
+  if (ho->max_uri_bytes < 16) return InvalidArgument("--http-max-uri-bytes must be >= 16 bytes");
+  return Status::Ok();
+}
+// ---- end HTTP limits ----
 
 }  // namespace
 
@@ -242,6 +311,7 @@ CLI::App* AddServeSubcommand(CLI::App& app, ServeOptions* o) {
                   "load; a default warmup step over it is skipped)")
       ->capture_default_str();
   // ---- end serving limits ----
+  AddHttpLimitFlags(cmd, o);
   return cmd;
 }
 
@@ -330,19 +400,27 @@ Status ServeCommand(const ServeOptions& o) {
   ho.port = static_cast<uint16_t>(o.http_port);
   ho.io_threads = o.http_threads;
   ho.max_request_bytes = max_bytes;
+  RETURN_IF_ERROR(ApplyHttpLimits(o, &ho));
   ASSIGN_OR_RETURN(auto http_restricted,
                    server::RestrictedApi::Parse(server::RestrictedApi::Protocol::kHttp,
                                                 o.http_restricted_api));
   ho.extra_headers = http_restricted.HeaderNames();
   server::GrpcServerOptions go;  // validated before anything listens
   RETURN_IF_ERROR(ConfigureGrpc(o, &go));
+  // One budget of request bytes in flight for HTTP and gRPC together.
+  if (!ho.inflight_budget) {
+    ho.inflight_budget = std::make_shared<server::ByteBudget>(ho.max_inflight_bytes);
+  }
+  go.inflight_budget = ho.inflight_budget;
   ASSIGN_OR_RETURN(auto http, server::HttpServer::Start(
                                    ho, server::RestrictHttpHandler(
                                            std::move(http_restricted),
-                                           server::MakeGenerationHttpHandler(
-                                               generative.models, manager.get(),
-                                               server::MakeKServeHttpHandler(manager.get(),
-                                                                             &extensions)))));
+                                           server::MakeRepositoryRedactingHandler(
+                                               server::MakeGenerationHttpHandler(
+                                                   generative.models, manager.get(),
+                                                   server::MakeKServeHttpHandler(manager.get(),
+                                                                                 &extensions)),
+                                               o.model_repository))));
   spdlog::info("HTTP KServe v2 listening on http://{}:{}", url_host, http->port());
   if (!generative.models->ready.empty()) {
     spdlog::info("OpenAI-compatible API on http://{}:{}/v1 ({} generative model(s))", url_host,
@@ -364,6 +442,7 @@ Status ServeCommand(const ServeOptions& o) {
     mho.host = o.host;
     mho.port = static_cast<uint16_t>(o.metrics_port);
     mho.io_threads = 1;
+    RETURN_IF_ERROR(ApplyHttpLimits(o, &mho));
     mho.max_request_bytes = 64 * 1024;
     ASSIGN_OR_RETURN(metrics, server::HttpServer::Start(mho, server::MakeGenerationMetricsHttpHandler(
                                                                   generative.models, manager.get())));

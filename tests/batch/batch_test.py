@@ -15,6 +15,7 @@ Cases:
               .npy, a JSONL file with a malformed line, an unknown input and a wrong shape: error
               records, the job goes on; --max-errors stops it with exit 1
   existing    an output with records is refused without --resume
+  bad         unknown model, missing input, no glob match, unwritable output, bad flag
   sigterm     SIGTERM mid-job: exit 1 with a --resume hint, whole records; --resume finishes
   resume      SIGKILL at --kills random points, resuming each time: the final records equal an
               uninterrupted run's (same sources, one each, same outputs) and each kill redid at
@@ -124,6 +125,8 @@ def case_outputs(args):
             rec["outputs"]["y"]["shape"])
         expect(got.shape == (1, 48) and want.shape == (1, 48), f"{got.shape} {want.shape}")
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    import xml.etree.ElementTree as ET
+    ET.parse(svg)  # well-formed
     with open(svg) as f:
         text = f.read()
     for lane in (">reader 0<", ">engine 0<", ">writer<"):
@@ -188,6 +191,33 @@ def case_existing(args):
     expect("pass --resume" in p.stderr, p.stderr)
     p = run_batch(args, "--input", d, "--output", out, "--resume", check=0)
     expect("nothing to do: all 20 inputs have records" in p.stderr, p.stderr)
+
+
+def case_bad(args):
+    """Usage and set-up errors: one line on stderr, exit 1 (2 for usage), no output written."""
+    d = os.path.join(args.work, "bad_inputs")
+    write_inputs(d, 2, seed=4)
+    out = os.path.join(args.work, "bad.jsonl")
+    cases = [
+        (["--model", "nope"], 1, "model 'nope'"),
+        (["--input", os.path.join(args.work, "missing")], 1, "does not exist"),
+        (["--input", os.path.join(args.work, "nothing*.npy")], 1, "no input file matches"),
+        (["--output", os.path.join(args.work, "no", "dir", "o.jsonl")], 1, "cannot open output"),
+        (["--batch-size", "0"], 2, "--batch-size"),
+    ]
+    for extra, code, text in cases:
+        argv = {"--model": "cnn", "--input": d, "--output": out}
+        argv.update(dict(zip(extra[::2], extra[1::2])))
+        cmd = [args.inferd, "batch", "--model-repository", args.repo]
+        for k, v in argv.items():
+            cmd += [k, v]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
+        lines = p.stderr.strip().splitlines()
+        expect(p.returncode == code, f"{extra}: exit {p.returncode}: {p.stderr}")
+        expect(lines and lines[-1].startswith("inferd: error: ") and text in lines[-1],
+               f"{extra}: {p.stderr}")
+        if os.path.exists(out):
+            expect(os.path.getsize(out) == 0, f"{extra}: wrote records")
 
 
 def start_batch(args, inputs, out, stats):
@@ -308,6 +338,7 @@ def case_resume(args):
 
 
 CASES = {"outputs": case_outputs, "errors": case_errors, "existing": case_existing,
+         "bad": case_bad,
          "sigterm": case_sigterm, "resume": case_resume}
 
 

@@ -68,8 +68,22 @@ def served_meanwhile(unary, pb, what, timeout=10):
 def stream_flood_tests(server, pb, unary, grpc, streams=4, seconds=6):
     """Clients that write 256 KiB requests as fast as flow control lets them and never read."""
     pid = server.proc.pid
-    for _ in range(3):  # warm up: first-run plans, gRPC buffers
-        unary("ModelInfer", wide_request(pb), pb.ModelInferResponse)
+    # Baseline: the server after well-behaved traffic of the flood's shape (4 streams of 32 wide
+    # requests each, read as they come), so the heap arenas of the gRPC and worker threads hold
+    # their normal working set; the flood must add no more than 100 MiB to that.
+    def polite_stream(i):
+        ch = grpc.insecure_channel(server.grpc)
+        stream = ch.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer",
+                                  request_serializer=lambda m: m.SerializeToString(),
+                                  response_deserializer=pb.ModelStreamInferResponse.FromString)
+        n = sum(1 for _ in stream(iter([wide_request(pb, f"w{i}")] * 32), timeout=60))
+        ch.close()
+        check(n == 32, f"warm-up stream {i}: {n} of 32 responses")
+    warm = [threading.Thread(target=polite_stream, args=(i,)) for i in range(streams)]
+    for t in warm:
+        t.start()
+    for t in warm:
+        t.join(90)
     baseline = proc_status(pid, "VmRSS")
     stop = threading.Event()
     sent = [0] * streams

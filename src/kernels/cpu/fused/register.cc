@@ -43,6 +43,7 @@ void RegisterFusedKernels(KernelRegistry& r) {
   RegisterGeluKernel(r);
   RegisterAttentionKernel(r);
   RegisterBlockedConvKernel(r);
+  RegisterSwiGluKernel(r);
 }
 
 }  // namespace inferd::cpu

@@ -13,5 +13,6 @@ void RegisterFusedMatMulKernel(KernelRegistry& r);   // matmul.cc: FusedMatMul
 void RegisterGeluKernel(KernelRegistry& r);          // gelu.cc: Gelu
 void RegisterAttentionKernel(KernelRegistry& r);     // attention.cc: Attention
 void RegisterBlockedConvKernel(KernelRegistry& r);   // conv_blocked.cc: BlockedConv
+void RegisterSwiGluKernel(KernelRegistry& r);        // swiglu.cc: SwiGlu
 
 }  // namespace inferd::cpu
