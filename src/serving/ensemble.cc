@@ -250,10 +250,36 @@ std::vector<std::string> EnsembleStepModels(const ModelConfig& c) {
 
 // ---- creation: the graph and its checks against the composing models ----
 
+void EnsembleHostLink::Reset() {
+  MutexLock l(&mu_);
+  host_ = nullptr;
+}
+
+StatusOr<ModelSignature> EnsembleHostLink::StepSignature(const std::string& name,
+                                                         int64_t version) const {
+  MutexLock l(&mu_);
+  if (host_ == nullptr) return Unavailable("the server is shutting down");
+  return host_->StepSignature(name, version);
+}
+
+void EnsembleHostLink::InferStep(std::unique_ptr<InferenceRequest> request,
+                                 ResponseCallback callback) {
+  EnsembleHost* host;
+  {
+    MutexLock l(&mu_);
+    host = host_;
+  }
+  if (host == nullptr) {
+    InferenceResponse r{request->model_name, request->model_version, request->id, {}};
+    return callback(Unavailable("the server is shutting down"), std::move(r));
+  }
+  host->InferStep(std::move(request), std::move(callback));
+}
+
 StatusOr<std::shared_ptr<Ensemble>> Ensemble::Create(ModelSignature signature,
                                                      const ModelConfig& config,
-                                                     EnsembleHost& host) {
-  std::shared_ptr<Ensemble> e(new Ensemble(std::move(signature), host));
+                                                     std::shared_ptr<EnsembleHostLink> host) {
+  std::shared_ptr<Ensemble> e(new Ensemble(std::move(signature), std::move(host)));
   RETURN_IF_ERROR(e->Build(config));
   const uint32_t cap = config.ensemble_scheduling().max_inflight_requests();
   for (size_t s = 0; s < e->steps_.size(); ++s) {
@@ -360,7 +386,7 @@ Status Ensemble::CheckTypes() {
   }
   std::vector<ModelSignature> models;
   for (const Step& step : steps_) {
-    auto sig = host_.StepSignature(step.model, step.version);
+    auto sig = host_->StepSignature(step.model, step.version);
     if (!sig.ok()) {
       return Status(sig.status().code(), fmt::format("ensemble '{}' {}: {}", signature_.name,
                                                      step.label, sig.status().message()));
@@ -499,7 +525,7 @@ void Ensemble::Dispatch(const std::shared_ptr<RunState>& run, int s) {
   }
   for (const auto& [name, _] : step.outputs) req->requested_outputs.push_back(name);
   req->body = run;  // the inputs share the run's tensors (or view the ensemble request's body)
-  host_.InferStep(std::move(req), [run, s](Status status, InferenceResponse response) {
+  host_->InferStep(std::move(req), [run, s](Status status, InferenceResponse response) {
     run->ensemble->StepDone(run, s, std::move(status), std::move(response), false);
   });
 }

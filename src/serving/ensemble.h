@@ -55,6 +55,28 @@ class EnsembleHost {
   virtual void InferStep(std::unique_ptr<InferenceRequest> request, ResponseCallback callback) = 0;
 };
 
+// The way ensembles reach their host, which may go away first: a load abandoned at shutdown
+// (ModelManager's max load time) can still be validating an ensemble on its own thread while the
+// manager is destroyed. The manager resets the link first thing in its destructor; from then on
+// StepSignature and InferStep answer UNAVAILABLE ("the server is shutting down") without touching
+// it. Thread-safe.
+class EnsembleHostLink {
+ public:
+  explicit EnsembleHostLink(EnsembleHost* host) : host_(host) {}
+  void Reset() EXCLUDES(mu_);
+  // The host's StepSignature, run under the link's lock (so Reset waits for it).
+  StatusOr<ModelSignature> StepSignature(const std::string& name, int64_t version) const
+      EXCLUDES(mu_);
+  // The host's InferStep (not under the lock: the step's callback may start the next step).
+  // The host outlives every step it runs (it drains them before it is destroyed).
+  void InferStep(std::unique_ptr<InferenceRequest> request, ResponseCallback callback)
+      EXCLUDES(mu_);
+
+ private:
+  mutable Mutex mu_;
+  EnsembleHost* host_ GUARDED_BY(mu_);
+};
+
 // The checks of an ensemble config that need no composing model: platform "ensemble" with
 // ensemble_scheduling and listed inputs and outputs; no instance_group, warmup or dynamic
 // batching; every step names a model and maps at least one input and one output; every tensor is
@@ -75,11 +97,10 @@ class Ensemble : public std::enable_shared_from_this<Ensemble> {
   // inputs and outputs the model has, every input of the model is mapped, and each tensor's data
   // type and shape (with the batch dim when batching) agree between producer and consumers; a
   // composing model with batching must allow the ensemble's max_batch_size. INVALID_ARGUMENT
-  // naming the step and tensor. `signature` is the ensemble's own (from its config); `host`
-  // outlives every request.
+  // naming the step and tensor. `signature` is the ensemble's own (from its config).
   static StatusOr<std::shared_ptr<Ensemble>> Create(ModelSignature signature,
                                                     const inference::ModelConfig& config,
-                                                    EnsembleHost& host);
+                                                    std::shared_ptr<EnsembleHostLink> host);
   Ensemble(const Ensemble&) = delete;
   Ensemble& operator=(const Ensemble&) = delete;
 
@@ -118,8 +139,8 @@ class Ensemble : public std::enable_shared_from_this<Ensemble> {
     std::deque<std::function<void()>> waiting_ GUARDED_BY(mu_);
   };
 
-  Ensemble(ModelSignature signature, EnsembleHost& host) : signature_(std::move(signature)),
-                                                           host_(host) {}
+  Ensemble(ModelSignature signature, std::shared_ptr<EnsembleHostLink> host)
+      : signature_(std::move(signature)), host_(std::move(host)) {}
   Status Build(const inference::ModelConfig& config);
   Status CheckStep(const Step& step, const ModelSignature& model) const;
   // Data types and shapes between each tensor's producer and its consumers (asks the host).
@@ -132,7 +153,7 @@ class Ensemble : public std::enable_shared_from_this<Ensemble> {
   void Finish(const std::shared_ptr<RunState>& run);
 
   ModelSignature signature_;
-  EnsembleHost& host_;
+  std::shared_ptr<EnsembleHostLink> host_;
   ModelStats stats_;
   std::vector<std::string> tensor_names_;        // by tensor id
   std::vector<std::vector<int>> consumers_;      // tensor id → steps reading it

@@ -47,12 +47,14 @@ ModelManager::ModelManager(const ModelManagerOptions& options)
     : options_(options),
       clock_(options.clock ? options.clock : &RealClock::Get()),
       cache_(std::make_shared<ModelCache>(
-          ModelCacheOptions{options.cache_dir, options.build_id})) {
+          ModelCacheOptions{options.cache_dir, options.build_id})),
+      ensemble_link_(std::make_shared<EnsembleHostLink>(static_cast<EnsembleHost*>(this))) {
   lifecycle_ = std::make_unique<LifecycleThread>(*clock_, options_.poll_interval,
                                                  [this] { PollRepository(); });
 }
 
 ModelManager::~ModelManager() {
+  ensemble_link_->Reset();  // an abandoned load still validating an ensemble must not reach us
   BeginShutdown();     // abandons a load in progress, so that Stop below does not wait for it
   lifecycle_->Stop();  // finishes the operation in progress; cancels queued ones
   std::map<std::string, std::shared_ptr<ModelState>> models;
@@ -100,8 +102,7 @@ ModelLoadOptions ModelManager::LoadOptions() const {
                                          options_.threads_per_instance,
                                          options_.autocomplete_max_batch_size,
                                          options_.max_warmup_bytes}};
-  // Ensembles run their steps through this manager (EnsembleHost; const only for the options).
-  o.versions.ensembles = const_cast<ModelManager*>(this);
+  o.versions.ensembles = ensemble_link_;  // ensembles run their steps through this manager
   return o;
 }
 

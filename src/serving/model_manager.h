@@ -309,6 +309,8 @@ class ModelManager : private EnsembleHost {
   ModelManagerOptions options_;
   Clock* clock_;
   std::shared_ptr<ModelCache> cache_;  // shared with loads, which may outlive the manager
+  // How ensembles reach this manager; reset first on destruction (ensemble.h).
+  std::shared_ptr<EnsembleHostLink> ensemble_link_;
   Mutex load_mu_ ACQUIRED_BEFORE(mu_);  // serializes LoadModel/UnloadModel
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<ModelState>> models_ GUARDED_BY(mu_);

@@ -143,7 +143,7 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::CreateEnsemble(
   v->fingerprint_ = std::move(fingerprint);
   ASSIGN_OR_RETURN(v->signature_, BuildSignature(name, version, config, {}, {}));
   RETURN_IF_ERROR(LoadLabels(model_path.parent_path().parent_path(), config, &v->signature_));
-  ASSIGN_OR_RETURN(v->ensemble_, Ensemble::Create(v->signature_, config, *options.ensembles));
+  ASSIGN_OR_RETURN(v->ensemble_, Ensemble::Create(v->signature_, config, options.ensembles));
   v->config_ = std::make_shared<const inference::ModelConfig>(std::move(config));
   spdlog::info("loaded ensemble '{}' version {} ({} step(s), max_batch_size {})", name, version,
                v->config_->ensemble_scheduling().step_size(), v->config_->max_batch_size());

@@ -53,8 +53,8 @@ struct ModelVersionOptions {
   // Set when the load was abandoned (its deadline passed, or shutdown): Create stops at the next
   // stage or warmup run with DEADLINE_EXCEEDED. nullptr: never. Outlives Create.
   const std::atomic<bool>* abandoned = nullptr;
-  // Serves ensembles' composing models (the manager); required to load an ensemble.
-  EnsembleHost* ensembles = nullptr;
+  // Serves ensembles' composing models (the manager's link); required to load an ensemble.
+  std::shared_ptr<EnsembleHostLink> ensembles;
 };
 
 class ModelVersion {

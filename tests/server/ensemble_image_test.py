@@ -59,7 +59,10 @@ def write_image_repository(root, model_path, max_batch=8, delay_us=2000):
            param("resize", "256") + param("crop", "224") +
            param("mean", "0.485,0.456,0.406") + param("std", "0.229,0.224,0.225") + batching)
     folder("resnet50", f'platform: "onnxruntime_onnx"\nmax_batch_size: {max_batch}\n' + batching)
-    os.symlink(os.path.abspath(model_path), f"{root}/resnet50/1/model.onnx")
+    try:  # the loader refuses symlinks leading out of the model folder: a hard link, or a copy
+        os.link(model_path, f"{root}/resnet50/1/model.onnx")
+    except OSError:
+        shutil.copyfile(model_path, f"{root}/resnet50/1/model.onnx")
     labels = "\n".join(LABELS) + "\n"
     folder("postprocess", f'backend: "inferd_classify"\nmax_batch_size: {max_batch}\n'
            'input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ 1000 ] } ]\n'
