@@ -6,6 +6,7 @@
 
 #include "serving/ensemble.h"
 #include "serving/model_config.h"
+#include "serving/processing_models.h"
 #include "serving/repository.h"
 
 namespace inferd::serving {
@@ -58,6 +59,10 @@ void LoadOrKeepVersion(const ModelState* old, const inference::ModelConfig& conf
   }
   const std::string folder = std::to_string(v);
   auto loaded = [&]() -> StatusOr<std::shared_ptr<ModelVersion>> {
+    if (IsProcessingModel(config)) {  // no model file: the graph comes from the config
+      return ModelVersion::Create(model->name, v, dir / folder / file, std::move(fingerprint),
+                                  config, options.versions);
+    }
     ASSIGN_OR_RETURN(const fs::path path,
                      ResolveModelFile(dir, model->name, folder, fs::path(folder) / file,
                                       config.default_model_filename().empty()
