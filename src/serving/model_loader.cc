@@ -59,7 +59,8 @@ void LoadOrKeepVersion(const ModelState* old, const inference::ModelConfig& conf
   }
   const std::string folder = std::to_string(v);
   auto loaded = [&]() -> StatusOr<std::shared_ptr<ModelVersion>> {
-    if (IsProcessingModel(config)) {  // no model file: the graph comes from the config
+    // No model file: a processing model's graph comes from its config, an ensemble's steps too.
+    if (IsProcessingModel(config) || config.platform() == "ensemble") {
       return ModelVersion::Create(model->name, v, dir / folder / file, std::move(fingerprint),
                                   config, options.versions);
     }
