@@ -6,6 +6,7 @@
 
 #include "serving/ensemble.h"
 #include "serving/model_config.h"
+#include "serving/processing_models.h"
 #include "serving/repository.h"
 
 namespace inferd::serving {
@@ -58,14 +59,18 @@ void LoadOrKeepVersion(const ModelState* old, const inference::ModelConfig& conf
   }
   const std::string folder = std::to_string(v);
   auto loaded = [&]() -> StatusOr<std::shared_ptr<ModelVersion>> {
-    auto path = ResolveModelFile(dir, model->name, folder, fs::path(folder) / file,
-                                 config.default_model_filename().empty() ? "model file"
-                                                                         : "default_model_filename");
-    // Missing (but inside the folder) is for Create to judge: ensembles and processing models
-    // have no model file. Outside or not a regular file is refused here.
-    if (!path.ok() && path.status().code() != StatusCode::kNotFound) return path.status();
-    return ModelVersion::Create(model->name, v, path.ok() ? *path : vdir / file,
-                                std::move(fingerprint), config, options.versions);
+    // No model file: a processing model's graph comes from its config, an ensemble's steps too.
+    if (IsProcessingModel(config) || config.platform() == "ensemble") {
+      return ModelVersion::Create(model->name, v, dir / folder / file, std::move(fingerprint),
+                                  config, options.versions);
+    }
+    ASSIGN_OR_RETURN(const fs::path path,
+                     ResolveModelFile(dir, model->name, folder, fs::path(folder) / file,
+                                      config.default_model_filename().empty()
+                                          ? "model file"
+                                          : "default_model_filename"));
+    return ModelVersion::Create(model->name, v, path, std::move(fingerprint), config,
+                                options.versions);
   }();
   if (loaded.ok()) {
     model->versions[v] = std::move(loaded).value();

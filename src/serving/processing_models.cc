@@ -244,18 +244,16 @@ StatusOr<Model> BuildImageModel(const inference::ModelConfig& config) {
                        {"dct_scaling", IntAttr(dct ? 1 : 0)}});
 }
 
-// The labels file: a plain name inside the model folder, one label per line.
+// The labels file: inside the model folder (repository.h's ResolveModelFile), one label per line.
 StatusOr<std::vector<std::string>> ReadLabels(const Params& p, const fs::path& model_dir) {
   auto it = p.find("labels");
   if (it == p.end()) return std::vector<std::string>{};
-  const fs::path name(it->second);
-  if (it->second.empty() || name.is_absolute() ||
-      name.lexically_normal().string().rfind("..", 0) == 0) {
-    return BadParam("labels", it->second, "a file name inside the model folder");
-  }
+  auto path = ResolveModelFile(model_dir, model_dir.filename().string(), "", it->second,
+                               "parameter 'labels'");
   std::string text;
-  if (!ReadRepositoryFile(model_dir / name, &text)) {
-    return InvalidArgument("parameter 'labels': cannot read '{}' in the model folder", it->second);
+  if (!path.ok() || !ReadRepositoryFile(*path, &text)) {
+    return InvalidArgument("parameter 'labels': cannot read '{}' in the model folder{}", it->second,
+                           path.ok() ? "" : " (" + path.status().message() + ")");
   }
   std::vector<std::string> labels;
   size_t start = 0;

@@ -136,7 +136,7 @@ TEST_F(ProcessingModelsTest, BadParametersFailTheLoadNamingThem) {
        "output 'o': it writes TYPE_FP32 or TYPE_UINT8"},
       {classify + Param("k", "0"), "parameter 'k': '0' is not an integer >= 1"},
       {classify + Param("labels", "missing.txt"), "parameter 'labels': cannot read 'missing.txt'"},
-      {classify + Param("labels", "../x.txt"), "parameter 'labels': '../x.txt' is not a file name"},
+      {classify + Param("labels", "../x.txt"), "parameter 'labels': cannot read '../x.txt'"},
       {classify + Param("softmax", "yes"), "parameter 'softmax'"},
       {classify + Param("k", "5") + "input { name: \"s\" data_type: TYPE_FP32 dims: [ 3 ] }",
        "parameter 'k': 5 is more than the 3 classes"},
@@ -148,6 +148,37 @@ TEST_F(ProcessingModelsTest, BadParametersFailTheLoadNamingThem) {
     EXPECT_NE(reason.find(cases[i].second), std::string::npos) << i << ": " << reason;
     EXPECT_NE(reason.find("backend 'inferd_"), std::string::npos) << i << ": " << reason;
   }
+}
+
+// The image model has no default warmup (zeros are not an image), but a model_warmup with an
+// encoded image (Triton's TYPE_STRING input_data_file: 4-byte length, bytes) runs; a warmup image
+// that does not decode fails the load with the reason.
+TEST_F(ProcessingModelsTest, WarmupWithAnImageFile) {
+  auto prefixed = [](const std::string& bytes) {
+    std::string out(4, '\0');
+    for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((bytes.size() >> (8 * i)) & 0xff);
+    return out + bytes;
+  };
+  const std::string warmup = R"(model_warmup { name: "photo" batch_size: 2 inputs { key: "INPUT"
+  value { data_type: TYPE_STRING dims: [ 1 ] input_data_file: "image.bin" } } }
+)";
+  const std::string config = "backend: \"inferd_image\"\nmax_batch_size: 2\n" + Param("crop", "8");
+  AddModel("plain", config);
+  AddModel("warm", config + warmup);
+  WriteFile(repo_ / "warm" / "warmup" / "image.bin", prefixed(Png(9, 9)) + prefixed(Png(20, 8)));
+  AddModel("short", config + warmup);
+  WriteFile(repo_ / "short" / "warmup" / "image.bin", prefixed(Png(9, 9)));
+  AddModel("corrupt", config + warmup);
+  WriteFile(repo_ / "corrupt" / "warmup" / "image.bin",
+            prefixed(Png(9, 9)) + prefixed(Png(9, 9).substr(0, 40)));
+  Load();
+  EXPECT_TRUE(manager_->IsModelReady("plain")) << Reason("plain");
+  EXPECT_TRUE(manager_->IsModelReady("warm")) << Reason("warm");
+  EXPECT_NE(Reason("short").find("must hold 2 string element(s)"), std::string::npos)
+      << Reason("short");
+  EXPECT_NE(Reason("corrupt").find("model_warmup 'photo'"), std::string::npos) << Reason("corrupt");
+  EXPECT_NE(Reason("corrupt").find("batch row 1: truncated PNG"), std::string::npos)
+      << Reason("corrupt");
 }
 
 // Three requests merged into one batch (a full batch of max_batch_size 3: the queue delay never

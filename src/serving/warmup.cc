@@ -40,10 +40,41 @@ StatusOr<Shape> WarmupShape(const inference::ModelWarmup& w, const std::string& 
   return shape;
 }
 
+// A TYPE_STRING input_data_file in Triton's form: each element a 4-byte little-endian length and
+// its bytes, as many elements as `t` holds (e.g. an encoded image for an inferd_image model). The
+// file is at most `max_bytes`.
+Status ReadStringElements(const fs::path& path, const inference::ModelWarmup& w,
+                          const std::string& file, uint64_t max_bytes, Tensor* t) {
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  std::string bytes;
+  if (ec || size > max_bytes || !ReadRepositoryFile(path, &bytes)) {
+    return InvalidArgument("model_warmup '{}': cannot read file '{}' (at most {} bytes)", w.name(),
+                           file, max_bytes);
+  }
+  size_t at = 0;
+  int64_t read = 0;
+  for (; read < t->NumElements() && bytes.size() - at >= 4; ++read) {
+    uint32_t n = 0;
+    for (int b = 0; b < 4; ++b) n |= uint32_t{static_cast<uint8_t>(bytes[at + b])} << (8 * b);
+    at += 4;
+    if (bytes.size() - at < n) break;
+    t->data<std::string>()[read].assign(bytes, at, n);
+    at += n;
+  }
+  if (read != t->NumElements() || at != bytes.size()) {
+    return InvalidArgument("model_warmup '{}': file '{}' must hold {} string element(s), each a "
+                           "4-byte little-endian length and its bytes",
+                           w.name(), file, t->NumElements());
+  }
+  return Status::Ok();
+}
+
 // The tensor of one model_warmup input (its shape already checked and within the byte bound).
 StatusOr<Tensor> WarmupInput(const inference::ModelWarmup& w, const inference::ModelWarmup::Input& in,
                              DataType dtype, const Shape& shape, const fs::path& model_dir,
-                             const std::string& model_name, std::mt19937& rng) {
+                             const std::string& model_name, uint64_t max_bytes,
+                             std::mt19937& rng) {
   Tensor t = Tensor::Allocate(dtype, shape);
   if (in.has_random_data()) {
     DispatchNumeric(
@@ -58,6 +89,10 @@ StatusOr<Tensor> WarmupInput(const inference::ModelWarmup& w, const inference::M
                      ResolveModelFile(model_dir, model_name, "warmup",
                                       fs::path("warmup") / in.input_data_file(),
                                       fmt::format("model_warmup '{}' input_data_file", w.name())));
+    if (t.is_string()) {
+      RETURN_IF_ERROR(ReadStringElements(path, w, in.input_data_file(), max_bytes, &t));
+      return t;
+    }
     std::error_code ec;
     const uintmax_t size = fs::file_size(path, ec);
     std::string bytes;
@@ -97,7 +132,7 @@ StatusOr<std::vector<WarmupPlan>> ConfigPlans(const inference::ModelConfig& conf
     std::mt19937 rng(0);
     for (const auto& [name, dtype, shape] : shapes) {
       ASSIGN_OR_RETURN(Tensor t, WarmupInput(w, w.inputs().at(name), dtype, shape, model_dir,
-                                             config.name(), rng));
+                                             config.name(), max_bytes, rng));
       plan.feeds.emplace_back(name, std::move(t));
     }
     plans.push_back(std::move(plan));

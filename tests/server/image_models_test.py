@@ -11,7 +11,7 @@ computed with PIL + numpy (convert("RGB"), shorter side to 256 with BILINEAR, ce
   pre_u8     NHWC UINT8
   top3       the classifier post-processor (softmax, top 3, labels file)
 Bad images (corrupt, truncated, empty, not an image, a huge declared size) get a 400 that says
-why, alone and inside a batch whose good images still succeed. Optionally (--classifier MODEL.onnx,
+why, alone and inside a batch whose good images still succeed (and INVALID_ARGUMENT over gRPC). Optionally (--classifier MODEL.onnx,
 an ImageNet classifier with input [N, 3, 224, 224]) checks that the classifier's top-1 on inferd's
 tensors equals its top-1 on the reference tensors. Reuses server_test.py's Server harness.
 """
@@ -31,7 +31,7 @@ import requests
 import skimage.data
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_test import Server, check, expect_error, failures  # noqa: E402
+from server_test import Server, check, failures, grpc_client  # noqa: E402
 
 MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 STD = np.array([0.229, 0.224, 0.225], np.float32)
@@ -207,6 +207,28 @@ def check_bad_images(base, images, metrics_url):
     print("merged batches re-run request by request:", split, flush=True)
 
 
+def check_grpc(target, proto_dir, work, images):
+    """Over gRPC a good image succeeds and a corrupt one is INVALID_ARGUMENT with the reason."""
+    import grpc
+    pb, ch, _ = grpc_client(target, proto_dir, work)
+    infer = ch.unary_unary("/inference.GRPCInferenceService/ModelInfer",
+                           request_serializer=lambda m: m.SerializeToString(),
+                           response_deserializer=pb.ModelInferResponse.FromString)
+    for data, good in ((images["coffee.jpg"], True), (b"\xff\xd8\xff" + b"\x42" * 64, False)):
+        req = pb.ModelInferRequest(model_name="pre_exact")
+        t = req.inputs.add(name="INPUT", datatype="BYTES", shape=[1, 1])
+        t.contents.bytes_contents.append(data)
+        try:
+            res = infer(req, timeout=30)
+            got = np.frombuffer(res.raw_output_contents[0], np.float32).reshape(1, 3, 224, 224)
+            check(good and np.abs(got[0] - reference(data)[0]).max() <= LEVEL + 1e-4,
+                  "grpc image: output differs from the reference" if good else
+                  "grpc corrupt image: expected INVALID_ARGUMENT, got OK")
+        except grpc.RpcError as e:
+            check(not good and e.code() == grpc.StatusCode.INVALID_ARGUMENT and
+                  "corrupt JPEG" in e.details(), f"grpc image (good={good}): {e.code()} {e.details()}")
+
+
 def check_classifier_post(base):
     md = requests.get(f"{base}/v2/models/top3").json()
     check(md["outputs"][0]["datatype"] == "BYTES" and md["platform"] == "inferd_classify",
@@ -260,13 +282,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--inferd", required=True)
     ap.add_argument("--work-dir", required=True)
+    ap.add_argument("--proto-dir", required=True)
     ap.add_argument("--classifier", help="an ImageNet classifier ONNX file (optional top-1 check)")
     args = ap.parse_args()
     os.makedirs(args.work_dir, exist_ok=True)
     repo = os.path.join(args.work_dir, "repo")
     write_repository(repo, args.classifier)
     images = sample_images()
-    server = Server(args.inferd, repo, os.path.join(args.work_dir, "server.log"), grpc=False,
+    server = Server(args.inferd, repo, os.path.join(args.work_dir, "server.log"),
                     args=["--threads", "2"])
     try:
         base = server.http
@@ -276,6 +299,7 @@ def main():
         check_against_pil(base, images)
         check_bad_images(base, images, server.metrics)
         check_classifier_post(base)
+        check_grpc(server.grpc, args.proto_dir, args.work_dir, images)
         if args.classifier:
             check_top1(base, images)
     finally:
