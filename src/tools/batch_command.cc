@@ -84,16 +84,20 @@ inference::ModelConfig RepositoryConfig(const std::string& repository, const std
 // The config to load a (non-ensemble) model with so dynamic batching forms batches: nullopt when
 // the repository's config already batches (or is a sequence model, or says max_batch_size 0),
 // else the same config plus a dynamic_batching block, in Triton's JSON.
+// `min_max_batch` (an ensemble's max_batch_size, for its steps) is the smallest max_batch_size a
+// config left to auto-completion gets.
 std::optional<std::string> BatchingOverride(const std::string& model, inference::ModelConfig config,
-                                            int batch_size, std::ostream& log) {
+                                            int batch_size, int min_max_batch, std::ostream& log) {
   if (config.has_dynamic_batching() || config.has_sequence_batching()) return std::nullopt;
   if (config.max_batch_size() == 0 && config.input_size() > 0) {
     log << fmt::format("note: model '{}' has max_batch_size 0: it runs one item at a time\n",
                        model);
     return std::nullopt;
   }
-  int preferred =
-      config.max_batch_size() > 0 ? std::min(batch_size, config.max_batch_size()) : batch_size;
+  if (config.max_batch_size() == 0) {  // left to auto-completion (no inputs listed)
+    config.set_max_batch_size(std::max(batch_size, min_max_batch));
+  }
+  int preferred = std::min(batch_size, config.max_batch_size());
   auto* batching = config.mutable_dynamic_batching();
   batching->add_preferred_batch_size(preferred);
   // Long enough for the readers to fill a batch; a full batch never waits.
@@ -111,18 +115,19 @@ std::optional<std::string> BatchingOverride(const std::string& model, inference:
 // back to its own config if that load fails). An ensemble's composing models are loaded first
 // the same way (an ensemble load keeps composing models already loaded), then the ensemble.
 Status LoadBatched(serving::ModelManager& manager, const BatchCommandOptions& o,
-                   const std::string& model, int depth, std::ostream& log) {
+                   const std::string& model, int min_max_batch, int depth, std::ostream& log) {
   if (depth > 8) return InvalidArgument("ensembles nested deeper than 8 at '{}'", model);
   inference::ModelConfig config = RepositoryConfig(o.repository, model);
   if (config.platform() == "ensemble") {
     for (const auto& step : config.ensemble_scheduling().step()) {
       if (manager.IsModelReady(step.model_name())) continue;
-      Status s = LoadBatched(manager, o, step.model_name(), depth + 1, log);
+      Status s = LoadBatched(manager, o, step.model_name(),
+                             std::max(min_max_batch, config.max_batch_size()), depth + 1, log);
       if (!s.ok()) return s;
     }
     return manager.LoadModel(model);
   }
-  std::optional<std::string> override = BatchingOverride(model, config, o.batch_size, log);
+  std::optional<std::string> override = BatchingOverride(model, config, o.batch_size, min_max_batch, log);
   if (override.has_value()) {
     serving::LoadParameters params;
     params.config = *override;
@@ -137,7 +142,7 @@ Status LoadBatched(serving::ModelManager& manager, const BatchCommandOptions& o,
 
 StatusOr<LoadedModel> LoadModel(serving::ModelManager& manager, const BatchCommandOptions& o,
                                 std::ostream& log) {
-  Status loaded = LoadBatched(manager, o, o.model, 0, log);
+  Status loaded = LoadBatched(manager, o, o.model, 0, 0, log);
   if (!loaded.ok()) return loaded.WithContext(fmt::format("model '{}'", o.model));
   ASSIGN_OR_RETURN(auto config, manager.GetConfig(o.model));
   ASSIGN_OR_RETURN(serving::ModelMetadata metadata, manager.GetMetadata(o.model));

@@ -16,6 +16,8 @@ Cases:
               records, the job goes on; --max-errors stops it with exit 1
   existing    an output with records is refused without --resume
   bad         unknown model, missing input, no glob match, unwritable output, bad flag
+  jpeg        JPEG/PNG files through an ensemble (ai.inferd.DecodeResizeCrop pre-processor ->
+              a mean): exact outputs for solid colours, a corrupt JPEG is an error record
   sigterm     SIGTERM mid-job: exit 1 with a --resume hint, whole records; --resume finishes
   resume      SIGKILL at --kills random points, resuming each time: the final records equal an
               uninterrupted run's (same sources, one each, same outputs) and each kill redid at
@@ -220,6 +222,86 @@ def case_bad(args):
             expect(os.path.getsize(out) == 0, f"{extra}: wrote records")
 
 
+def write_image_models(repo):
+    """pre: JPEG/PNG bytes -> ai.inferd.DecodeResizeCrop (resize 40, crop 32x32, ImageNet
+    mean/std) -> [N, 3, 32, 32]; mean: ReduceMean over H, W -> [N, 3]; the ensemble `colors`
+    chains them. No config has dynamic_batching: the job adds it to both steps."""
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    node = helper.make_node("DecodeResizeCrop", ["image"], ["pixels"], domain="ai.inferd",
+                            resize=40, crop=[32, 32], mean=mean, std=std, layout="NCHW")
+    g = helper.make_graph([node], "pre",
+                          [helper.make_tensor_value_info("image", TensorProto.STRING, ["N", 1])],
+                          [helper.make_tensor_value_info("pixels", TensorProto.FLOAT,
+                                                         ["N", 3, 32, 32])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13),
+                                            helper.make_opsetid("ai.inferd", 1)])
+    os.makedirs(os.path.join(repo, "pre", "1"), exist_ok=True)
+    onnx.save(m, os.path.join(repo, "pre", "1", "model.onnx"))
+    g = helper.make_graph([helper.make_node("ReduceMean", ["p"], ["rgb"], axes=[2, 3],
+                                            keepdims=0)], "mean",
+                          [helper.make_tensor_value_info("p", TensorProto.FLOAT, ["N", 3, 32, 32])],
+                          [helper.make_tensor_value_info("rgb", TensorProto.FLOAT, ["N", 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    os.makedirs(os.path.join(repo, "mean", "1"), exist_ok=True)
+    onnx.save(m, os.path.join(repo, "mean", "1", "model.onnx"))
+    os.makedirs(os.path.join(repo, "colors", "1"), exist_ok=True)
+    open(os.path.join(repo, "colors", "1", "model.onnx"), "ab").close()  # see run_bench.py
+    with open(os.path.join(repo, "colors", "config.pbtxt"), "w") as f:
+        f.write("""name: "colors"
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "IMAGE" data_type: TYPE_STRING dims: [ 1 ] } ]
+output [ { name: "RGB" data_type: TYPE_FP32 dims: [ 3 ] } ]
+ensemble_scheduling { step [
+  { model_name: "pre" input_map { key: "image" value: "IMAGE" }
+    output_map { key: "pixels" value: "PIXELS" } },
+  { model_name: "mean" input_map { key: "p" value: "PIXELS" }
+    output_map { key: "rgb" value: "RGB" } }
+] }
+""")
+    return mean, std
+
+
+def case_jpeg(args):
+    """Real JPEG and PNG files through an image pre-processor ensemble; a corrupt file is an
+    error record. Solid-colour images make the expected outputs exact: (c/255 - mean) / std."""
+    from PIL import Image
+    repo = os.path.join(args.work, "image_repo")
+    mean, std = write_image_models(repo)
+    d = os.path.join(args.work, "images")
+    os.makedirs(d, exist_ok=True)
+    rng = np.random.default_rng(5)
+    colors = {}
+    for i in range(10):
+        c = tuple(int(v) for v in rng.integers(0, 256, 3))
+        name = f"good{i:02d}." + ("png" if i % 3 == 0 else "jpg")
+        Image.new("RGB", (int(rng.integers(40, 90)), int(rng.integers(40, 90))), c).save(
+            os.path.join(d, name), quality=95)
+        colors[name] = c
+    with open(os.path.join(d, "corrupt.jpg"), "wb") as f:
+        f.write(b"\xff\xd8\xff\xe0 this is not really a JPEG")
+
+    def run(inputs, out, batch):
+        cmd = [args.inferd, "batch", "--model-repository", repo, "--model", "colors",
+               "--threads", "1", "--batch-size", str(batch), "--input", inputs, "--output", out]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S)
+        expect(p.returncode == 0, f"{cmd}: {p.stderr}")
+        return {r["id"]: r for r in read_records(out)}, p.stderr
+
+    recs, log = run(os.path.join(d, "good*"), os.path.join(args.work, "jpeg_good.jsonl"), 4)
+    expect("model 'pre' has no dynamic_batching" in log and "model 'mean' has no" in log, log)
+    expect(len(recs) == 10, f"{len(recs)} records")
+    for name, c in colors.items():
+        got = np.array(recs[os.path.join(d, name)]["outputs"]["RGB"]["data"])
+        want = (np.array(c) / 255.0 - mean) / std
+        np.testing.assert_allclose(got, want, atol=0.05, err_msg=name)
+    recs, _ = run(d, os.path.join(args.work, "jpeg_all.jsonl"), 1)
+    expect(len(recs) == 11, f"{len(recs)} records")
+    err = recs["corrupt.jpg"].get("error", "")  # e.g. "... truncated JPEG: the data ends ..."
+    expect("step 0 ('pre')" in err and "JPEG" in err, str(recs["corrupt.jpg"]))
+    expect(all("outputs" in recs[n] for n in colors), "good images next to a corrupt one")
+
+
 def start_batch(args, inputs, out, stats):
     cmd = [args.inferd, "batch", "--model-repository", args.repo, "--model", "cnn",
            "--threads", "1", "--readers", "1", "--batch-size", str(BATCH), "--input", inputs,
@@ -338,7 +420,7 @@ def case_resume(args):
 
 
 CASES = {"outputs": case_outputs, "errors": case_errors, "existing": case_existing,
-         "bad": case_bad,
+         "bad": case_bad, "jpeg": case_jpeg,
          "sigterm": case_sigterm, "resume": case_resume}
 
 
