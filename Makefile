@@ -3,7 +3,8 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test unit thread-safety conformance run clean gen-models gen-models-large
+.PHONY: all deps configure build test unit thread-safety conformance run clean gen-models gen-models-large \
+  asan tsan fuzz fuzz-smoke soak
 
 all: build
 
@@ -78,5 +79,81 @@ gen-models-large: deps
 	@for m in $(GEN_LARGE); do [ -f $(GEN_MODELS)/$$m/config.json ] || { \
 	  /usr/bin/python3 scripts/generation/build_models.py --out $(GEN_MODELS) --large; exit $$?; }; done
 
+# ---- Hardening (docs/hardening.md): sanitizer builds, fuzzers, soak ----
+# Each sanitizer build has its own directory, configured with -DINFERD_SANITIZE (CMakeLists.txt:
+# -O1, line tables, every project target instrumented). `make asan`: ASan+UBSan over the unit tests
+# and the server end-to-end tests. `make tsan`: TSan over the scheduler, serving and server tests
+# (gtest binaries) and the server end-to-end test; OpenMP runs one thread (libgomp is not
+# instrumented, so its barriers would be invisible to TSan). Suppressions with their reasons:
+# tests/sanitizers/*.supp.
+SAN_CMAKE = cmake -S . -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  $$(command -v ccache >/dev/null && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache) $(CMAKE_FLAGS)
+ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+SAN_DIR = $(CURDIR)/tests/sanitizers
+ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0:suppressions=$(SAN_DIR)/asan.supp \
+  LSAN_OPTIONS=suppressions=$(SAN_DIR)/lsan.supp:print_suppressions=0 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:suppressions=$(SAN_DIR)/ubsan.supp
+TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(SAN_DIR)/tsan.supp \
+  OMP_NUM_THREADS=1
+# The targets the TSan tests need (not the kernel, optimizer, ... test binaries).
+TSAN_TARGETS = inferd_batching_test inferd_serving_test inferd_server_test inferd
+TSAN_TESTS = inferd_batching_test inferd_serving_test inferd_server_test
+
+$(ASAN_BUILD)/build.ninja:
+	@scripts/install_deps.sh
+	$(SAN_CMAKE) -B $(ASAN_BUILD) -DINFERD_SANITIZE=address,undefined
+
+$(TSAN_BUILD)/build.ninja:
+	@scripts/install_deps.sh
+	$(SAN_CMAKE) -B $(TSAN_BUILD) -DINFERD_SANITIZE=thread
+
+asan: $(ASAN_BUILD)/build.ninja
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) -L 'unit|server' -LE slow
+
+tsan: $(TSAN_BUILD)/build.ninja
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TARGETS)
+	@set -e; for t in $(TSAN_TESTS); do echo "tsan: $$t"; $(TSAN_ENV) $(TSAN_BUILD)/$$t --gtest_brief=1; done
+	cd $(TSAN_BUILD) && $(TSAN_ENV) ctest --output-on-failure -j 1 -R '^server_e2e$$'
+
+# libFuzzer targets (fuzz/CMakeLists.txt), clang with ASan+UBSan, in their own build dir.
+# `make fuzz` builds them; `make fuzz-smoke` replays each committed corpus (seeds and past crash
+# inputs) and then fuzzes each target for FUZZ_SECONDS (CI); new inputs go to
+# $(FUZZ_BUILD)/corpus/<target>, never into the committed corpus. A long run of one target:
+#   $(FUZZ_BUILD)/fuzz/http_codec_fuzz -max_total_time=3600 $(FUZZ_BUILD)/corpus/http_codec fuzz/corpus/http_codec
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 30
+FUZZ_TARGETS = http_codec grpc_codec openai_codec model_config onnx npy
+# 2 GiB RSS per target: a decoder that allocates more on a small input is a finding (oom-*).
+FUZZ_FLAGS ?= -rss_limit_mb=2048 -max_len=65536 -timeout=25
+
+$(FUZZ_BUILD)/build.ninja:
+	@scripts/install_deps.sh
+	CXX=clang++ $(SAN_CMAKE) -B $(FUZZ_BUILD) -DINFERD_FUZZ=ON \
+	  -DINFERD_SANITIZE=address,undefined,fuzzer-no-link
+
+fuzz: $(FUZZ_BUILD)/build.ninja
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(addsuffix _fuzz,$(FUZZ_TARGETS))
+
+fuzz-smoke: fuzz
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t; \
+	  echo "fuzz-smoke: $$t: replay fuzz/corpus/$$t, then $(FUZZ_SECONDS) s"; \
+	  $(ASAN_ENV) $(FUZZ_BUILD)/fuzz/$${t}_fuzz $(FUZZ_FLAGS) -runs=0 fuzz/corpus/$$t \
+	    > $(FUZZ_BUILD)/$$t-replay.log 2>&1 || { cat $(FUZZ_BUILD)/$$t-replay.log; exit 1; }; \
+	  $(ASAN_ENV) $(FUZZ_BUILD)/fuzz/$${t}_fuzz $(FUZZ_FLAGS) -max_total_time=$(FUZZ_SECONDS) \
+	    -artifact_prefix=$(FUZZ_BUILD)/$$t- $(FUZZ_BUILD)/corpus/$$t fuzz/corpus/$$t \
+	    > $(FUZZ_BUILD)/$$t-smoke.log 2>&1 || { tail -60 $(FUZZ_BUILD)/$$t-smoke.log; exit 1; }; \
+	  tail -1 $(FUZZ_BUILD)/$$t-smoke.log; \
+	done
+
+# The soak (bench/soak/run_soak.py): capacity, then 70% of it for SOAK_MINUTES with a hot version
+# swap every 2 minutes; P99 and RSS per minute in $(BUILD)/soak/soak.{json,md}. Never in `make test`.
+SOAK_MINUTES ?= 30
+soak: build
+	/usr/bin/python3 bench/soak/run_soak.py --inferd $(BUILD)/inferd --work-dir $(BUILD)/soak \
+	  --minutes $(SOAK_MINUTES)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -9,14 +9,21 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libboost-dev
   libspdlog-dev libfmt-dev libcli11-dev rapidjson-dev
   zlib1g-dev  # HTTP gzip/deflate request and response bodies (src/server/http_compression.h)
+  # the image pre-processor (src/kernels/cpu/image/): JPEG through libjpeg-turbo's libjpeg API,
+  # PNG through libpng; its tests compare against PIL on scikit-image's sample photographs
+  libjpeg62-turbo-dev libpng-dev python3-pil python3-skimage
   libgtest-dev libgmock-dev libbenchmark-dev
   sentencepiece  # spm_train/spm_encode: generation tests train tokenizers and check src/generation/sentencepiece_model.h
   python3-onnx python3-numpy python3-torch python3-torchvision python3-sklearn python3-requests
   libopenblas0-pthread  # an optimized BLAS for the PyTorch peer (the default reference BLAS is ~35x slower)
   prometheus python3-grpcio wrk curl
+  python3-h2 openssl  # tests/server/hardening_grpc_test.py: raw HTTP/2 rapid-reset client, self-signed TLS certificates
   # generation (issue 12): the Python sentencepiece module trains the tokenizers; Jane Austen's
   # novels are the training text of the small decoder model
   python3-sentencepiece r-cran-janeaustenr
+  # hardening (issue 15, docs/hardening.md): libFuzzer for the fuzz targets of fuzz/ (clang's
+  # -fsanitize=fuzzer; libclang-rt-14-dev holds the ASan/UBSan/TSan and fuzzer runtimes clang links)
+  libfuzzer-14-dev libclang-rt-14-dev
 )
 
 missing=()

@@ -95,6 +95,16 @@ struct BatchSchedulerOptions {
   int num_workers = 1;
 };
 
+// `now + delay`, saturating: a sum past the clock's range (a request `timeout` of 2^63 µs, say)
+// is Clock::kForever, i.e. no deadline, instead of overflowing into the past. Deadlines within
+// range are kept as asked, however far away (a 3-hour timeout is 3 hours). delay <= 0 gives `now`.
+inline Clock::TimePoint DeadlineAfter(Clock::TimePoint now, std::chrono::microseconds delay) {
+  if (delay.count() <= 0) return now;
+  const auto room = std::chrono::duration_cast<std::chrono::microseconds>(Clock::kForever - now);
+  if (delay >= room) return Clock::kForever;
+  return now + std::chrono::duration_cast<Clock::TimePoint::duration>(delay);
+}
+
 struct ScheduleOptions {
   uint32_t priority = 0;               // 0 or out of range: default_priority
   std::chrono::microseconds timeout{0};  // 0: the level's default (see QueuePolicy)
@@ -278,7 +288,8 @@ Status BatchScheduler<Task>::Schedule(std::unique_ptr<Task>* task, const Schedul
                          level);
     }
     const Clock::TimePoint now = clock_.Now();
-    const Clock::TimePoint deadline = timeout.count() > 0 ? now + timeout : Clock::kForever;
+    const Clock::TimePoint deadline =
+        timeout.count() > 0 ? DeadlineAfter(now, timeout) : Clock::kForever;
     queues_[level - 1].push_back(Entry{std::move(*task), now, deadline});
     ++num_queued_;
     earliest_deadline_ = std::min(earliest_deadline_, deadline);
@@ -374,7 +385,7 @@ size_t BatchScheduler<Task>::DecideLocked(Clock::TimePoint now, Clock::TimePoint
   });
   if (best_preferred > 0) return best_preferred;
   if (full || stopping_) return n;
-  const Clock::TimePoint due = oldest + options_.max_queue_delay;
+  const Clock::TimePoint due = DeadlineAfter(oldest, options_.max_queue_delay);
   if (now >= due) return n;
   *wake = due;
   return 0;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -318,6 +319,44 @@ TEST_F(BatchSchedulerTest, TimeoutOverrideOnlyShortens) {
   rec_.WaitForRejected(2);
   EXPECT_EQ(rec_.rejected()[1].first, 2);
   rec_.Hold(false);
+}
+
+TEST(DeadlineAfterTest, SaturatesInsteadOfOverflowing) {
+  const Clock::TimePoint now = Clock::TimePoint(std::chrono::hours(24));
+  EXPECT_EQ(DeadlineAfter(now, microseconds(5)), now + microseconds(5));
+  EXPECT_EQ(DeadlineAfter(now, microseconds(0)), now);
+  EXPECT_EQ(DeadlineAfter(now, microseconds(-7)), now);
+  // Three hours is kept as asked: only sums past the clock's range saturate.
+  EXPECT_EQ(DeadlineAfter(now, std::chrono::hours(3)), now + std::chrono::hours(3));
+  EXPECT_EQ(DeadlineAfter(now, microseconds::max()), Clock::kForever);
+  // Just past the range in nanoseconds (the µs count itself would overflow as ns).
+  EXPECT_EQ(DeadlineAfter(now, microseconds(std::numeric_limits<int64_t>::max() / 1000)),
+            Clock::kForever);
+  EXPECT_EQ(DeadlineAfter(Clock::kForever - std::chrono::seconds(1), std::chrono::seconds(2)),
+            Clock::kForever);
+}
+
+// A request timeout near INT64_MAX µs used to overflow `now + timeout` into the past, so the task
+// was rejected as expired at once; now it simply has no deadline.
+TEST_F(BatchSchedulerTest, HugeTimeoutMeansNoDeadline) {
+  BatchSchedulerOptions o;
+  o.max_batch_size = 1;
+  o.default_queue_policy.allow_timeout_override = true;
+  Start(o);
+  rec_.Hold(true);
+  const auto t0 = clock_.Now();
+  ASSERT_TRUE(Add(0).ok());
+  rec_.WaitForStarted(1);
+  ASSERT_TRUE(Add(1, 1, {.timeout = microseconds::max()}).ok());
+  ASSERT_TRUE(Add(2, 1, {.timeout = microseconds(std::numeric_limits<int64_t>::max() / 1000)}).ok());
+  AddAndWaitSleeping(3, 1, t0 + microseconds(100), {.timeout = microseconds(100)});
+  clock_.Advance(microseconds(100));
+  rec_.WaitForRejected(1);
+  ASSERT_EQ(rec_.rejected().size(), 1u);
+  EXPECT_EQ(rec_.rejected()[0].first, 3);
+  rec_.Hold(false);
+  rec_.WaitForBatches(3);
+  EXPECT_EQ(rec_.batches(), (std::vector<std::vector<int>>{{0}, {1}, {2}}));
 }
 
 TEST_F(BatchSchedulerTest, DelayActionMovesBehindOthers) {

@@ -5,8 +5,10 @@
 #include <onnx/shape_inference/implementation.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -22,6 +24,10 @@ StatusOr<std::ifstream> OpenFile(const fs::path& path, std::ios::openmode mode) 
   std::error_code ec;
   if (!fs::exists(path, ec)) return NotFound("file not found: {}", path.string());
   if (fs::is_directory(path, ec)) return InvalidArgument("{} is a directory", path.string());
+  // Checked before opening: opening a FIFO blocks until a writer appears, maybe forever.
+  if (!fs::is_regular_file(path, ec)) {
+    return InvalidArgument("{} is not a regular file (a FIFO, socket or device)", path.string());
+  }
   std::ifstream in(path, std::ios::binary | mode);
   if (!in) return NotFound("cannot open {}: {}", path.string(), std::strerror(errno));
   return in;
@@ -52,6 +58,34 @@ void CopyField(const Field& field, Tensor* t) {
   }
 }
 
+// The external data file must resolve (symlinks followed) strictly inside the model's folder and
+// be a regular file, checked before it is opened: a symlink to /etc/passwd would hand the file's
+// bytes out as a tensor, and a FIFO would block the load forever.
+Status CheckExternalDataFile(const std::string& tensor, const std::string& location,
+                             const fs::path& base_dir, const fs::path& full) {
+  std::error_code ec;
+  const fs::path root = fs::weakly_canonical(base_dir.empty() ? fs::path(".") : base_dir, ec);
+  const fs::path resolved = fs::weakly_canonical(full, ec);
+  if (ec) return NotFound("tensor '{}': external data file '{}' not found", tensor, location);
+  auto [r, f] = std::mismatch(root.begin(), root.end(), resolved.begin(), resolved.end());
+  const bool inside = (r == root.end() || (std::next(r) == root.end() && r->empty())) &&
+                      f != resolved.end();
+  if (!inside) {
+    return InvalidArgument("tensor '{}': external data location '{}' leads outside the model "
+                           "folder (a symlink pointing out is refused)",
+                           tensor, location);
+  }
+  const fs::file_status st = fs::status(resolved, ec);
+  if (st.type() == fs::file_type::not_found) {
+    return NotFound("tensor '{}': external data file '{}' not found", tensor, location);
+  }
+  if (st.type() != fs::file_type::regular) {
+    return InvalidArgument("tensor '{}': external data location '{}' is not a regular file",
+                           tensor, location);
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::string> ReadExternalData(const onnx::TensorProto& proto, const fs::path& base_dir) {
   std::string location;
   int64_t offset = 0, length = -1;
@@ -74,6 +108,7 @@ StatusOr<std::string> ReadExternalData(const onnx::TensorProto& proto, const fs:
                            "inside the model folder", proto.name(), location);
   }
   fs::path full = base_dir / rel;
+  RETURN_IF_ERROR(CheckExternalDataFile(proto.name(), location, base_dir, full));
   std::ifstream in(full, std::ios::binary);
   if (!in) return NotFound("tensor '{}': external data file not found: {}", proto.name(),
                            full.string());

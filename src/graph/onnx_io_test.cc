@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -144,6 +147,62 @@ TEST_F(OnnxIoTest, ExternalDataIsResolvedRelativeToTheModel) {
   w->mutable_external_data(2)->set_value("400");
   bad = ParseOnnxModel(m.SerializeAsString(), dir_, {.run_checker = false});
   EXPECT_FALSE(bad.ok());
+}
+
+// External data that is a symlink out of the model folder (to a file whose bytes would come back
+// as a tensor) or a FIFO (whose open would block the load) is refused before it is opened; with
+// and without the checker.
+TEST_F(OnnxIoTest, ExternalDataSymlinkOutOfTheFolderAndFifoAreRefused) {
+  const fs::path outside = dir_.parent_path() / (dir_.filename().string() + "_outside.bin");
+  {
+    float values[3] = {7.f, 8.f, 9.f};
+    std::ofstream(outside, std::ios::binary)
+        .write(reinterpret_cast<const char*>(values), sizeof(values));
+  }
+  const fs::path model_dir = dir_ / "m";
+  fs::create_directories(model_dir);
+  fs::create_symlink(outside, model_dir / "weights.bin");
+  ASSERT_EQ(::mkfifo((model_dir / "fifo.bin").c_str(), 0600), 0);
+  onnx::ModelProto m = MakeModel();
+  auto* w = m.mutable_graph()->mutable_initializer(0);
+  w->clear_float_data();
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* kv = w->add_external_data();
+  kv->set_key("location");
+  for (bool checker : {false, true}) {
+    kv->set_value("weights.bin");
+    StatusOr<Model> r = ParseOnnxModel(m.SerializeAsString(), model_dir, {.run_checker = checker});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+    if (!checker) {
+      EXPECT_NE(r.status().message().find("outside the model folder"), std::string::npos)
+          << r.status().ToString();
+    }
+    kv->set_value("fifo.bin");
+    r = ParseOnnxModel(m.SerializeAsString(), model_dir, {.run_checker = checker});
+    ASSERT_FALSE(r.ok());
+    if (!checker) {
+      EXPECT_NE(r.status().message().find("not a regular file"), std::string::npos)
+          << r.status().ToString();
+    }
+  }
+  // A symlink that stays inside the folder is fine.
+  fs::copy_file(outside, model_dir / "real.bin");
+  fs::create_symlink("real.bin", model_dir / "inside.bin");
+  kv->set_value("inside.bin");
+  StatusOr<Model> ok = ParseOnnxModel(m.SerializeAsString(), model_dir, {.run_checker = false});
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->graph.initializers.at("w").data<float>()[2], 9.f);
+  fs::remove(outside);
+}
+
+// A FIFO as the model file fails at once instead of blocking in open().
+TEST_F(OnnxIoTest, FifoModelFileIsRefused) {
+  ASSERT_EQ(::mkfifo((dir_ / "model.onnx").c_str(), 0600), 0);
+  StatusOr<Model> m = LoadOnnxModel(dir_ / "model.onnx");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("not a regular file"), std::string::npos)
+      << m.status().ToString();
 }
 
 TEST_F(OnnxIoTest, TypedFieldsConvert) {

@@ -7,11 +7,15 @@
 #include <type_traits>
 
 #include <rapidjson/document.h>
+#include <rapidjson/encodedstream.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/reader.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
 #include "server/bytes_codec.h"
+#include "server/json_text.h"
 #include "server/shared_memory_http.h"
 
 namespace inferd::server {
@@ -22,11 +26,41 @@ using serving::InferenceResponse;
 
 constexpr size_t kMaxRank = 32;
 
-// Iterative parsing: deeply nested input cannot overflow the stack.
-constexpr unsigned kParseFlags = rapidjson::kParseIterativeFlag;
+// Iterative parsing: deeply nested input cannot overflow the stack. JSON is UTF-8 text: invalid
+// bytes in a string (an "id" that would be echoed, a name) are a parse error, never passed on.
+// The NaN/Infinity literals are read (Python's json.dumps, hence tritonclient, writes them) but
+// never written.
+constexpr unsigned kParseFlags = rapidjson::kParseIterativeFlag |
+                                 rapidjson::kParseValidateEncodingFlag |
+                                 rapidjson::kParseNanAndInfFlag;
 
-using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer, rapidjson::UTF8<>, rapidjson::UTF8<>,
-                                     rapidjson::CrtAllocator, rapidjson::kWriteNanAndInfFlag>;
+// Non-finite values are never written as numbers (JSON has none): see WriteData.
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+// Writes `s` as a JSON string, valid UTF-8 whatever its bytes (json_text.h).
+template <typename W>
+void WriteString(W& w, std::string_view s) {
+  if (IsValidUtf8(s)) {
+    w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  } else {
+    const std::string valid = ToValidUtf8(s);
+    w.String(valid.data(), static_cast<rapidjson::SizeType>(valid.size()));
+  }
+}
+
+// Non-finite floating-point values as protobuf's JSON mapping writes them (KServe v2's gRPC form
+// is protobuf): the strings "NaN", "Infinity", "-Infinity". numpy reads them back
+// (np.array(["NaN"], np.float32)), and requests may send them the same way.
+const char* NonFiniteName(double v) {
+  return std::isnan(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity";
+}
+
+std::optional<double> ParseNonFinite(std::string_view s) {
+  if (s == "NaN") return std::numeric_limits<double>::quiet_NaN();
+  if (s == "Infinity") return std::numeric_limits<double>::infinity();
+  if (s == "-Infinity") return -std::numeric_limits<double>::infinity();
+  return std::nullopt;
+}
 
 const char* JsonTypeName(const rapidjson::Value& v) {
   switch (v.GetType()) {
@@ -106,11 +140,23 @@ bool ConvertElement(const rapidjson::Value& v, T* out) {
     return true;
   } else if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, Float16> ||
                        std::is_same_v<T, BFloat16>) {
-    if (!v.IsNumber()) return false;
-    if constexpr (std::is_same_v<T, double>) {
-      *out = v.GetDouble();
+    double d = 0;
+    if (v.IsNumber()) {
+      d = v.GetDouble();
+    } else if (auto special = v.IsString() ? ParseNonFinite(std::string_view(
+                                                 v.GetString(), v.GetStringLength()))
+                                           : std::nullopt) {
+      d = *special;
     } else {
-      *out = T(static_cast<float>(v.GetDouble()));
+      return false;
+    }
+    if constexpr (std::is_same_v<T, double>) {
+      *out = d;
+    } else {
+      *out = T(static_cast<float>(d));
+      // A finite number the type cannot hold (3.5e38 as FP32, 70000 as FP16) is out of range,
+      // as 300 is for INT8, rather than silently infinite.
+      if (std::isfinite(d) && !std::isfinite(static_cast<float>(*out))) return false;
     }
     return true;
   } else if constexpr (std::is_signed_v<T>) {
@@ -171,6 +217,228 @@ Status FlattenStrings(const rapidjson::Value& v, size_t max_depth, std::string* 
   out[*count].assign(v.GetString(), v.GetStringLength());  // may hold \u0000
   ++*count;
   return Status::Ok();
+}
+
+// ---- Bounded parsing of `data` ----
+//
+// A DOM value costs 16 bytes however short its text ("1," is 2 bytes), so a 60 MB body of numbers
+// made a ~500 MB DOM before any check ran. The request is read with a SAX filter instead: the
+// DOM gets everything but the arrays at inputs[i].data, which are only scanned (their position,
+// leaf count and nesting depth recorded) and later parsed straight into the tensor, once the
+// input's datatype and shape are known and the counts match. Memory: the body, the tensor, and a
+// DOM of at most kMaxDomValues small values.
+
+constexpr size_t kMaxDomValues = size_t{1} << 20;
+
+struct DataSpan {
+  size_t begin = 0, end = 0;  // the array's text, '[' to ']'
+  size_t leaves = 0;          // elements that are not arrays
+  size_t depth = 0;           // array nesting, the outer array being 1
+};
+
+using JsonStream = rapidjson::EncodedInputStream<rapidjson::UTF8<>, rapidjson::MemoryStream>;
+
+class RequestFilter {
+ public:
+  RequestFilter(rapidjson::Document& doc, const JsonStream& is, std::map<size_t, DataSpan>* spans)
+      : doc_(doc), is_(is), spans_(spans) {}
+  bool too_many_values() const { return too_many_; }
+
+  bool Null() { return skip_ ? Leaf() : Value() && doc_.Null(); }
+  bool Bool(bool b) { return skip_ ? Leaf() : Value() && doc_.Bool(b); }
+  bool Int(int i) { return skip_ ? Leaf() : Value() && doc_.Int(i); }
+  bool Uint(unsigned u) { return skip_ ? Leaf() : Value() && doc_.Uint(u); }
+  bool Int64(int64_t i) { return skip_ ? Leaf() : Value() && doc_.Int64(i); }
+  bool Uint64(uint64_t u) { return skip_ ? Leaf() : Value() && doc_.Uint64(u); }
+  bool Double(double d) { return skip_ ? Leaf() : Value() && doc_.Double(d); }
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool copy) {
+    return skip_ ? Leaf() : Value() && doc_.RawNumber(s, n, copy);
+  }
+  bool String(const char* s, rapidjson::SizeType n, bool copy) {
+    return skip_ ? Leaf() : Value() && doc_.String(s, n, copy);
+  }
+  bool Key(const char* s, rapidjson::SizeType n, bool copy) {
+    if (skip_) return true;
+    frames_.back().key.assign(s, std::min<size_t>(n, 8));  // only "inputs"/"data" matter
+    return Value() && doc_.Key(s, n, copy);
+  }
+  bool StartObject() {
+    if (skip_) {
+      if (objects_ == 0) ++span_.leaves;
+      ++objects_;
+      ++nesting_;
+      return true;
+    }
+    if (!Value()) return false;
+    frames_.push_back({true, {}, 0});
+    return doc_.StartObject();
+  }
+  bool EndObject(rapidjson::SizeType n) {
+    if (skip_) {
+      --objects_;
+      --nesting_;
+      return true;
+    }
+    frames_.pop_back();
+    return doc_.EndObject(n);
+  }
+  bool StartArray() {
+    if (skip_) {
+      ++nesting_;
+      if (objects_ == 0) span_.depth = std::max(span_.depth, ++array_depth_);
+      return true;
+    }
+    if (AtInputData()) {
+      skip_ = true;
+      // The iterative parser calls the handler before it takes the token: Tell() is at '['.
+      span_ = DataSpan{is_.Tell(), 0, 0, 1};
+      input_ = frames_[1].count - 1;
+      nesting_ = array_depth_ = 1;
+      objects_ = 0;
+      return true;
+    }
+    if (!Value()) return false;
+    frames_.push_back({false, {}, 0});
+    return doc_.StartArray();
+  }
+  bool EndArray(rapidjson::SizeType n) {
+    if (skip_) {
+      --nesting_;
+      if (objects_ == 0) --array_depth_;
+      if (nesting_ > 0) return true;
+      skip_ = false;
+      span_.end = is_.Tell() + 1;  // past the ']' not yet taken
+      (*spans_)[input_] = span_;
+      // An empty array stands in the DOM for the skipped one.
+      return Value() && doc_.StartArray() && doc_.EndArray(0);
+    }
+    frames_.pop_back();
+    return doc_.EndArray(n);
+  }
+
+ private:
+  struct Frame {
+    bool object;
+    std::string key;  // objects: the current member's key (first 8 bytes)
+    size_t count;     // arrays: elements so far
+  };
+
+  bool Leaf() {
+    if (objects_ == 0) ++span_.leaves;
+    return true;
+  }
+  // Counts a value (or key) going into the DOM; an array element advances its index.
+  bool Value() {
+    if (!frames_.empty() && !frames_.back().object) ++frames_.back().count;
+    if (++values_ > kMaxDomValues) {
+      too_many_ = true;
+      return false;
+    }
+    return true;
+  }
+  // Whether an array starting now is inputs[i].data.
+  bool AtInputData() const {
+    return frames_.size() == 3 && frames_[0].object && frames_[0].key == "inputs" &&
+           !frames_[1].object && frames_[2].object && frames_[2].key == "data";
+  }
+
+  rapidjson::Document& doc_;
+  const JsonStream& is_;
+  std::map<size_t, DataSpan>* spans_;
+  std::vector<Frame> frames_;
+  size_t values_ = 0;
+  bool too_many_ = false;
+  bool skip_ = false;  // inside a data array
+  DataSpan span_;
+  size_t input_ = 0;
+  size_t nesting_ = 0, array_depth_ = 0, objects_ = 0;
+};
+
+// The second pass over one data array: every leaf goes to `sink(value, index)`, which converts it
+// into the tensor (false: stop, the sink has set the error).
+template <typename Sink>
+class LeafReader {
+ public:
+  explicit LeafReader(Sink& sink) : sink_(sink) {}
+  bool Null() { return Leaf(rapidjson::Value()); }
+  bool Bool(bool b) { return Leaf(rapidjson::Value(b)); }
+  bool Int(int i) { return Leaf(rapidjson::Value(i)); }
+  bool Uint(unsigned u) { return Leaf(rapidjson::Value(u)); }
+  bool Int64(int64_t i) { return Leaf(rapidjson::Value(i)); }
+  bool Uint64(uint64_t u) { return Leaf(rapidjson::Value(u)); }
+  bool Double(double d) { return Leaf(rapidjson::Value(d)); }
+  bool RawNumber(const char*, rapidjson::SizeType, bool) { return false; }  // not asked for
+  bool String(const char* s, rapidjson::SizeType n, bool) {
+    return Leaf(rapidjson::Value(rapidjson::StringRef(s, n)));
+  }
+  bool Key(const char*, rapidjson::SizeType, bool) { return true; }
+  bool StartObject() { return Leaf(rapidjson::Value(rapidjson::kObjectType)); }
+  bool EndObject(rapidjson::SizeType) { return true; }
+  bool StartArray() { return true; }  // depth was checked by the first pass
+  bool EndArray(rapidjson::SizeType) { return true; }
+
+ private:
+  bool Leaf(const rapidjson::Value& v) { return sink_(v, count_++); }
+  Sink& sink_;
+  size_t count_ = 0;
+};
+
+StatusOr<Tensor> DecodeDataSpan(const DataSpan& span, const std::string& body, DataType dtype,
+                                const Shape& shape, std::string_view where) {
+  const size_t n = static_cast<size_t>(NumElements(shape));
+  if (span.depth > std::max<size_t>(shape.size(), 1)) {
+    return InvalidArgument("{}: 'data' is nested deeper than the shape", where);
+  }
+  if (span.leaves > n) {
+    return InvalidArgument("{}: 'data' holds more elements than the shape's {}", where, n);
+  }
+  if (span.leaves < n) {
+    return InvalidArgument("{}: 'data' holds {} elements but shape {} needs {}", where,
+                           span.leaves, ShapeToString(shape), n);
+  }
+  Tensor t = Tensor::Allocate(dtype, shape);  // the counts match: the body backs this size
+  Status error;
+  auto parse = [&](auto& sink) {
+    LeafReader<std::remove_reference_t<decltype(sink)>> handler(sink);
+    rapidjson::MemoryStream ms(body.data() + span.begin, span.end - span.begin);
+    JsonStream is(ms);
+    rapidjson::Reader reader;
+    if (reader.Parse<kParseFlags>(is, handler).IsError() && error.ok()) {
+      error = Internal("{}: cannot re-read 'data'", where);  // the first pass accepted it
+    }
+  };
+  auto bad = [&](const rapidjson::Value& v, size_t i, const char* expected) {
+    error = InvalidArgument("{}: element {} ({}) is not a valid {} value{}", where, i,
+                            JsonTypeName(v), serving::KServeName(dtype), expected);
+    return false;
+  };
+  if (dtype == DataType::kString) {
+    std::string* out = t.data<std::string>();
+    auto sink = [&](const rapidjson::Value& v, size_t i) {
+      if (i >= n) return false;
+      if (!v.IsString()) return bad(v, i, ": expected a string");
+      out[i].assign(v.GetString(), v.GetStringLength());  // may hold \u0000
+      return true;
+    };
+    parse(sink);
+  } else {
+    Status st = DispatchAll(
+        dtype,
+        [&](auto tag) -> Status {
+          using T = decltype(tag);
+          T* out = t.data<T>();
+          auto sink = [&](const rapidjson::Value& v, size_t i) {
+            if (i >= n) return false;
+            return ConvertElement(v, &out[i]) || bad(v, i, "");
+          };
+          parse(sink);
+          return Status::Ok();
+        },
+        [&]() -> Status { return InvalidArgument("{}: unsupported datatype", where); });
+    RETURN_IF_ERROR(st);
+  }
+  RETURN_IF_ERROR(error);
+  return t;
 }
 
 StatusOr<Tensor> DecodeJsonData(const rapidjson::Value& data, DataType dtype, const Shape& shape,
@@ -271,10 +539,24 @@ StatusOr<DecodedHttpRequest> DecodeHttpInferRequest(std::string model_name, int6
   thread_local char parse_buffer[16 * 1024];
   rapidjson::MemoryPoolAllocator<> pool(parse_buffer, sizeof(parse_buffer));
   rapidjson::Document doc(&pool);
-  doc.Parse<kParseFlags>(body->data(), json_length);
-  if (doc.HasParseError()) {
-    return InvalidArgument("malformed JSON at offset {}: {}", doc.GetErrorOffset(),
-                           rapidjson::GetParseError_En(doc.GetParseError()));
+  std::map<size_t, DataSpan> spans;  // input index -> its data array, not in the DOM
+  rapidjson::MemoryStream ms(body->data(), json_length);
+  JsonStream is(ms);
+  RequestFilter filter(doc, is, &spans);
+  rapidjson::ParseResult parsed;
+  auto generate = [&](rapidjson::Document&) {
+    rapidjson::Reader reader;
+    parsed = reader.Parse<kParseFlags>(is, filter);
+    return !parsed.IsError();
+  };
+  doc.Populate(generate);
+  if (filter.too_many_values()) {
+    return InvalidArgument("request JSON has more than {} values outside input 'data'",
+                           kMaxDomValues);
+  }
+  if (parsed.IsError()) {
+    return InvalidArgument("malformed JSON at offset {}: {}", parsed.Offset(),
+                           rapidjson::GetParseError_En(parsed.Code()));
   }
   if (!doc.IsObject()) return InvalidArgument("request body must be a JSON object");
 
@@ -366,7 +648,15 @@ StatusOr<DecodedHttpRequest> DecodeHttpInferRequest(std::string model_name, int6
       if (data == nullptr) {
         return InvalidArgument("{}: needs 'data' or a 'binary_data_size' parameter", where);
       }
-      ASSIGN_OR_RETURN(tensor, DecodeJsonData(*data, *dtype, shape, body->size(), where));
+      if (auto span = spans.find(i); span != spans.end()) {
+        if (static_cast<uint64_t>(NumElements(shape)) > body->size()) {
+          return InvalidArgument("{}: shape {} needs {} elements but the body is only {} bytes",
+                                 where, ShapeToString(shape), NumElements(shape), body->size());
+        }
+        ASSIGN_OR_RETURN(tensor, DecodeDataSpan(span->second, *body, *dtype, shape, where));
+      } else {
+        ASSIGN_OR_RETURN(tensor, DecodeJsonData(*data, *dtype, shape, body->size(), where));
+      }
     }
     req.inputs.push_back({std::move(name), std::move(tensor)});
   }
@@ -425,10 +715,14 @@ void WriteData(JsonWriter& w, const Tensor& t) {
         auto r = std::to_chars(buf, buf + sizeof(buf), f);
         w.RawValue(buf, static_cast<size_t>(r.ptr - buf), rapidjson::kNumberType);
       } else {
-        w.Double(f);
+        w.String(NonFiniteName(f));
       }
     } else if constexpr (std::is_same_v<T, double>) {
-      w.Double(p[i]);
+      if (std::isfinite(p[i])) {
+        w.Double(p[i]);
+      } else {
+        w.String(NonFiniteName(p[i]));
+      }
     } else if constexpr (std::is_signed_v<T>) {
       w.Int64(p[i]);
     } else {
@@ -445,13 +739,13 @@ StatusOr<EncodedHttpResponse> EncodeHttpInferResponse(const InferenceResponse& r
   JsonWriter w(sb);
   w.StartObject();
   w.Key("model_name");
-  w.String(response.model_name.data(), static_cast<rapidjson::SizeType>(response.model_name.size()));
+  WriteString(w, response.model_name);
   w.Key("model_version");
   std::string version = response.model_version >= 0 ? std::to_string(response.model_version) : "";
   w.String(version.data(), static_cast<rapidjson::SizeType>(version.size()));
   if (!response.id.empty()) {
     w.Key("id");
-    w.String(response.id.data(), static_cast<rapidjson::SizeType>(response.id.size()));
+    WriteString(w, response.id);
   }
   w.Key("outputs");
   w.StartArray();
@@ -464,7 +758,7 @@ StatusOr<EncodedHttpResponse> EncodeHttpInferResponse(const InferenceResponse& r
     }
     w.StartObject();
     w.Key("name");
-    w.String(name.data(), static_cast<rapidjson::SizeType>(name.size()));
+    WriteString(w, name);
     w.Key("datatype");
     w.String(dt);
     w.Key("shape");
@@ -483,10 +777,8 @@ StatusOr<EncodedHttpResponse> EncodeHttpInferResponse(const InferenceResponse& r
     } else {
       w.Key("data");
       w.StartArray();
-      if (tensor.is_string()) {  // JSON strings, the bytes as they are
-        for (const std::string& v : tensor.values<std::string>()) {
-          w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
-        }
+      if (tensor.is_string()) {  // JSON strings: valid UTF-8 as is, else with U+FFFD
+        for (const std::string& v : tensor.values<std::string>()) WriteString(w, v);
       }
       DispatchAll(
           tensor.dtype(), [&w, &t = tensor](auto tag) { WriteData<decltype(tag)>(w, t); }, [] {});
@@ -500,7 +792,7 @@ StatusOr<EncodedHttpResponse> EncodeHttpInferResponse(const InferenceResponse& r
   for (const serving::ClassifiedOutput& c : response.classified) {
     w.StartObject();
     w.Key("name");
-    w.String(c.name.data(), static_cast<rapidjson::SizeType>(c.name.size()));
+    WriteString(w, c.name);
     w.Key("datatype");
     w.String("BYTES");
     w.Key("shape");
@@ -517,7 +809,7 @@ StatusOr<EncodedHttpResponse> EncodeHttpInferResponse(const InferenceResponse& r
     } else {
       w.Key("data");
       w.StartArray();
-      for (const auto& v : c.values) w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
+      for (const auto& v : c.values) WriteString(w, v);
       w.EndArray();
     }
     w.EndObject();
@@ -548,7 +840,7 @@ std::string JsonError(std::string_view message) {
   rapidjson::Writer<rapidjson::StringBuffer> w(sb);
   w.StartObject();
   w.Key("error");
-  w.String(message.data(), static_cast<rapidjson::SizeType>(message.size()));
+  WriteString(w, message);
   w.EndObject();
   return std::string(sb.GetString(), sb.GetSize());
 }

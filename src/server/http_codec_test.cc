@@ -3,8 +3,12 @@
 #include <google/protobuf/stubs/logging.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
+
+#include <rapidjson/document.h>
 
 #include "server/bytes_codec.h"
 #include "server/grpc_codec.h"
@@ -432,6 +436,108 @@ TEST(GrpcCodec, DecodesSequenceParameters) {
   params["sequence_start"].set_int64_param(1);
   auto bad = DecodeGrpcInferRequest(msg, nullptr);
   EXPECT_NE(bad.status().message().find("sequence_start"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace inferd::server
+
+namespace inferd::server {
+namespace {
+
+// Issue 15: JSON out is always valid JSON; non-finite values are protobuf-JSON strings.
+TEST(HttpCodecHardening, NonFiniteFloatsAreStringsNotLiterals) {
+  InferenceResponse resp;
+  resp.model_name = "m";
+  resp.outputs.emplace_back(
+      "f", Tensor::FromVector<float>({std::numeric_limits<float>::quiet_NaN(),
+                                      std::numeric_limits<float>::infinity(),
+                                      -std::numeric_limits<float>::infinity(), 1.5f}));
+  resp.outputs.emplace_back("d", Tensor::FromVector<double>({std::numeric_limits<double>::infinity()}));
+  auto json = EncodeHttpInferResponse(resp, HttpOutputOptions{});
+  ASSERT_TRUE(json.ok());
+  EXPECT_NE(json->body.find(R"("data":["NaN","Infinity","-Infinity",1.5])"), std::string::npos)
+      << json->body;
+  EXPECT_NE(json->body.find(R"("data":["Infinity"])"), std::string::npos) << json->body;
+  rapidjson::Document doc;
+  doc.Parse(json->body.data(), json->body.size());  // strict: no NaN/Infinity literals
+  EXPECT_FALSE(doc.HasParseError()) << json->body;
+}
+
+TEST(HttpCodecHardening, NonFiniteStringsInAndFiniteOverflowRejected) {
+  auto r = Decode(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[3],
+                      "data":["NaN","Infinity","-Infinity"]}]})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const float* x = r->request->inputs[0].tensor.data<float>();
+  EXPECT_TRUE(std::isnan(x[0]));
+  EXPECT_EQ(x[1], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(x[2], -std::numeric_limits<float>::infinity());
+  // The literals Python's json.dumps writes are read too (never written).
+  r = Decode(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[2],"data":[NaN,-Infinity]}]})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(std::isnan(r->request->inputs[0].tensor.data<float>()[0]));
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[NaN]}]})",
+                "not a valid INT32");
+  // 3.5e38 does not fit FP32 (it used to become Infinity); 70000 does not fit FP16.
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[3.5e38]}]})",
+                "element 0 (number) is not a valid FP32 value");
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"FP16","shape":[1],"data":[70000]}]})",
+                "not a valid FP16 value");
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":["nan"]}]})",
+                "element 0 (string) is not a valid FP32 value");
+  // FP64 holds 3.5e38.
+  EXPECT_TRUE(Decode(R"({"inputs":[{"name":"x","datatype":"FP64","shape":[1],"data":[3.5e38]}]})").ok());
+}
+
+TEST(HttpCodecHardening, InvalidUtf8IsRejectedInAndReplacedOut) {
+  ExpectInvalid("{\"id\":\"\xff\xfe\",\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1],"
+                "\"data\":[1]}]}",
+                "Invalid encoding");
+  ExpectInvalid("{\"inputs\":[{\"name\":\"x\",\"datatype\":\"BYTES\",\"shape\":[1],"
+                "\"data\":[\"\xc3\"]}]}",
+                "Invalid encoding");
+  InferenceResponse resp;
+  resp.model_name = "m\xff";
+  resp.id = "\xc3(";
+  resp.outputs.emplace_back("s", *Tensor::FromStrings({"ok", std::string("a\xffz")}, {2}));
+  auto json = EncodeHttpInferResponse(resp, HttpOutputOptions{});
+  ASSERT_TRUE(json.ok());
+  EXPECT_NE(json->body.find("\"a\xEF\xBF\xBDz\""), std::string::npos) << json->body;
+  EXPECT_NE(json->body.find("\"id\":\"\xEF\xBF\xBD(\""), std::string::npos) << json->body;
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseValidateEncodingFlag>(json->body.data(), json->body.size());
+  EXPECT_FALSE(doc.HasParseError()) << json->body;
+  const std::string err = JsonError("bad \xff name");
+  doc.Parse<rapidjson::kParseValidateEncodingFlag>(err.data(), err.size());
+  EXPECT_FALSE(doc.HasParseError()) << err;
+}
+
+// `data` arrays are counted before the tensor is allocated and parsed straight into it.
+TEST(HttpCodecHardening, DataIsCountedBeforeItIsAllocated) {
+  // Fewer, more, deeper: the same messages as the DOM path.
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"FP32","shape":[2,2],"data":[[1,2],[3]]}]})",
+                "holds 3 elements but shape [2, 2] needs 4");
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"INT32","shape":[2],"data":[1,2,3]}]})",
+                "more elements than the shape's 2");
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"INT32","shape":[2],"data":[[[1]],2]}]})",
+                "nested deeper");
+  ExpectInvalid(R"({"inputs":[{"name":"x","datatype":"INT32","shape":[2],"data":[1,{"a":[1,2]}]}]})",
+                "element 1 (object) is not a valid INT32 value");
+  // A data array before the datatype and shape, and keys named like the filtered ones elsewhere.
+  auto r = Decode(R"({"data":[9],"inputs":[{"data":[[1,2],[3,4]],"name":"x","shape":[2,2],
+                      "datatype":"INT64","parameters":{"data":[5]}},
+                     {"name":"y","datatype":"BYTES","shape":[2],"data":["a","b\u0000c"]}],
+                      "outputs":[{"name":"z"}]})");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const auto& inputs = r->request->inputs;
+  ASSERT_EQ(inputs.size(), 2u);
+  EXPECT_EQ(inputs[0].tensor.data<int64_t>()[3], 4);
+  EXPECT_EQ(inputs[1].tensor.data<std::string>()[1], std::string("b\0c", 3));
+  EXPECT_EQ(r->request->requested_outputs, std::vector<std::string>{"z"});
+  // Values outside `data` are bounded: a million-element junk array is refused.
+  std::string junk = R"({"junk":[)";
+  for (int i = 0; i < (1 << 20) + 8; ++i) junk += "0,";
+  junk += R"(0],"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1]}]})";
+  ExpectInvalid(junk, "values outside input 'data'");
 }
 
 }  // namespace

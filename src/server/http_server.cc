@@ -1,5 +1,10 @@
 #include "server/http_server.h"
 
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -14,6 +19,7 @@
 
 #include "server/http_codec.h"
 #include "server/http_compression.h"
+#include "server/http_protocol.h"
 
 namespace inferd::server {
 namespace {
@@ -23,8 +29,6 @@ namespace http = beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
-// A keep-alive connection idle this long is closed; so is a client stalling mid-request.
-constexpr std::chrono::seconds kIdleTimeout{300};
 // After a 413 the rest of the upload is read and discarded (so the client sees the reply rather
 // than a connection reset), up to this much and this long.
 constexpr size_t kMaxDrainBytes = size_t{1} << 30;
@@ -33,6 +37,40 @@ constexpr std::chrono::seconds kDrainTimeout{10};
 // Headers handed to handlers (lower-case); the rest are not copied.
 constexpr const char* kKeptHeaders[] = {"inference-header-content-length", "content-type",
                                         "accept-encoding"};
+
+// The accept loop's wait after it could not accept (out of descriptors): doubling from the first
+// to the last while the condition lasts, so a full process costs a few wake-ups a second.
+constexpr std::chrono::milliseconds kMinAcceptBackoff{5};
+constexpr std::chrono::milliseconds kMaxAcceptBackoff{500};
+
+// The reply to a connection the server will not serve (too many connections, out of
+// descriptors), written straight to the socket before its request is read.
+const std::string& BusyReply() {
+  static const std::string reply = [] {
+    const std::string body = JsonError("the server has too many open connections; retry later");
+    return "HTTP/1.1 503 Service Unavailable\r\nServer: inferd\r\nContent-Type: "
+           "application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  }();
+  return reply;
+}
+
+// Answers `fd` with BusyReply and closes it, never blocking: the reply fits an empty send buffer;
+// what the client already sent is read first (up to 64 KiB) so the close does not turn into a
+// reset that would discard the reply.
+void ShedConnection(int fd) {
+  const std::string& reply = BusyReply();
+  (void)!::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  ::shutdown(fd, SHUT_WR);
+  char sink[4096];
+  for (int i = 0; i < 16 && ::recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; ++i) {
+  }
+}
+
+bool OutOfDescriptors(const beast::error_code& ec) {
+  return ec == net::error::no_descriptors || ec.value() == ENFILE ||
+         ec == net::error::no_buffer_space || ec == net::error::no_memory;
+}
 
 }  // namespace
 
@@ -112,54 +150,108 @@ void HttpStream::Wake() {
 
 struct HttpServer::Impl {
   HttpServerOptions options;
+  HttpProtocolLimits limits;
+  std::shared_ptr<ByteBudget> budget;  // request bytes in flight
+  std::atomic<size_t> connections{0};  // live Sessions (declared before ioc, which owns them)
   HttpHandler handler;
   net::io_context ioc;
   tcp::acceptor acceptor{ioc};
+  // The accept loop's state; only its own chain of handlers touches these.
+  net::steady_timer accept_timer{ioc};
+  std::chrono::milliseconds accept_backoff{0};
+  int spare_fd = -1;  // freed to accept (and shed) a connection when out of descriptors
   std::vector<std::thread> threads;
   std::atomic<bool> stopped{false};
   uint16_t port = 0;
 
-  explicit Impl(const HttpServerOptions& o) : options(o), ioc(std::max(1, o.io_threads)) {}
+  explicit Impl(const HttpServerOptions& o) : options(o), ioc(std::max(1, o.io_threads)) {
+    limits.max_header_bytes = o.max_header_bytes;
+    limits.max_header_count = o.max_header_count;
+    limits.max_uri_bytes = o.max_uri_bytes;
+    budget = o.inflight_budget ? o.inflight_budget : std::make_shared<ByteBudget>(o.max_inflight_bytes);
+  }
+  ~Impl() {
+    if (spare_fd >= 0) ::close(spare_fd);
+  }
   void Accept();
+  void OnAcceptError(const beast::error_code& ec);
+  bool ShedOne();  // false: nothing shed (no spare descriptor, or no connection waiting)
 };
 
 namespace {
 
+// A request body with its claim on the in-flight budget: they live and die together.
+struct LeasedBody {
+  ByteLease lease;
+  std::string text;
+};
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, HttpServer::Impl* server)
-      : stream_(std::move(socket)), server_(server) {}
+      : stream_(std::move(socket)), server_(server) {
+    server_->connections.fetch_add(1);
+    // Chunked bodies announce their size chunk by chunk: each is claimed before it is read.
+    on_chunk_ = [this](std::uint64_t size, beast::string_view, beast::error_code& ec) {
+      if (!lease_.Grow(size)) {
+        inflight_full_ = true;
+        ec = net::error::no_buffer_space;
+      }
+    };
+  }
+  ~Session() { server_->connections.fetch_sub(1); }
 
   void Start() {
     net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
   }
 
  private:
+  // A new connection's first request, or the next one once its first byte is in: the head must
+  // be complete within header_timeout.
   void ReadHeader() {
     reply_encoding_ = HttpEncoding::kIdentity;
+    inflight_full_ = false;
+    lease_ = ByteLease(server_->budget);
     parser_.emplace();
     // Checked by hand in OnHeader to answer 413 cleanly. (Not boost::none: Beast 1.74 compares
     // the content length against an empty optional and reports body_limit.)
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
-    parser_->header_limit(64 * 1024);
-    stream_.expires_after(kIdleTimeout);
+    parser_->header_limit(static_cast<std::uint32_t>(
+        std::min<size_t>(server_->options.max_header_bytes, std::numeric_limits<std::uint32_t>::max())));
+    parser_->on_chunk_header(on_chunk_);
+    stream_.expires_after(server_->options.header_timeout);
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) {
                               self->OnHeader(ec);
                             });
   }
 
+  // Keep-alive: the connection may sit idle_timeout waiting for its next request.
+  void WaitForRequest() {
+    if (buffer_.size() > 0) return ReadHeader();  // pipelined: already here
+    stream_.expires_after(server_->options.idle_timeout);
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) return self->Close(ec);
+                              self->buffer_.commit(n);
+                              self->ReadHeader();
+                            });
+  }
+
   void OnHeader(beast::error_code ec) {
-    if (ec) return Close(ec);
+    if (ec) return OnReadError(ec);
+    if (auto err = CheckRequestHead(parser_->get(), server_->limits)) {
+      return Refuse(std::move(*err), /*drain=*/true);
+    }
     const size_t limit = server_->options.max_request_bytes;
     auto length = parser_->content_length();
-    if (length && *length > limit) {
-      // With Expect: 100-continue the client has not sent the body yet: no need to drain.
-      bool expects = parser_->get()[http::field::expect] == "100-continue";
-      return TooLarge(*length, /*drain=*/!expects);
-    }
+    // With Expect: 100-continue the client has not sent the body yet: no need to drain.
+    const bool expects = parser_->get()[http::field::expect] == "100-continue";
+    if (length && *length > limit) return TooLarge(*length, /*drain=*/!expects);
+    if (length && !lease_.Resize(*length)) return Busy(/*drain=*/!expects);
     parser_->body_limit(limit);
-    if (parser_->get()[http::field::expect] == "100-continue") {
+    stream_.expires_after(server_->options.body_timeout);
+    if (expects) {
       auto cont = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
       http::async_write(stream_, *cont,
                         [self = shared_from_this(), cont](beast::error_code ec2, size_t) {
@@ -179,8 +271,9 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void OnRead(beast::error_code ec) {
+    if (inflight_full_) return Busy(/*drain=*/true);
     if (ec == http::error::body_limit) return TooLarge(0, /*drain=*/true);
-    if (ec) return Close(ec);
+    if (ec) return OnReadError(ec);
     stream_.expires_never();
     http::request<http::string_body> msg = parser_->release();
     keep_alive_ = msg.keep_alive();
@@ -192,8 +285,16 @@ class Session : public std::enable_shared_from_this<Session> {
       auto it = msg.find(name);
       if (it != msg.end()) req.headers.emplace_back(name, std::string(it->value()));
     }
-    req.body = std::make_shared<std::string>(std::move(msg.body()));
-    if (!DecodeContentEncoding(msg, req.body.get())) return;
+    for (const std::string& name : server_->options.extra_headers) {
+      auto it = msg.find(name);
+      if (it != msg.end()) req.headers.emplace_back(name, std::string(it->value()));
+    }
+    // The body and its claim on the in-flight budget live and die together.
+    auto holder = std::make_shared<LeasedBody>();
+    holder->lease = std::move(lease_);
+    holder->text = std::move(msg.body());
+    if (!DecodeContentEncoding(msg, holder.get())) return;
+    req.body = std::shared_ptr<std::string>(holder, &holder->text);
     if (auto it = msg.find(http::field::accept_encoding); it != msg.end()) {
       reply_encoding_ =
           ChooseResponseEncoding(std::string_view(it->value().data(), it->value().size()));
@@ -213,14 +314,21 @@ class Session : public std::enable_shared_from_this<Session> {
   // Inflates a gzip/deflate body in place (http_compression.h), bounded by the request limit.
   // On failure answers 413 (inflated size over the limit), 400 (corrupt) or 415 (unknown coding)
   // and returns false.
-  bool DecodeContentEncoding(const http::request<http::string_body>& msg, std::string* body) {
+  // The inflated body takes the compressed one's place in the in-flight budget (503 if it does
+  // not fit; it is at most max_request_bytes).
+  bool DecodeContentEncoding(const http::request<http::string_body>& msg, LeasedBody* body) {
     auto it = msg.find(http::field::content_encoding);
-    if (it == msg.end() || body->empty()) return true;
+    if (it == msg.end() || body->text.empty()) return true;
     auto encoding = ParseContentEncoding(std::string_view(it->value().data(), it->value().size()));
     StatusOr<std::string> plain = encoding.status();
-    if (encoding.ok()) plain = Decompress(*encoding, *body, server_->options.max_request_bytes);
+    if (encoding.ok()) plain = Decompress(*encoding, body->text, server_->options.max_request_bytes);
     if (plain.ok()) {
-      *body = std::move(*plain);
+      if (!body->lease.Resize(std::max(plain->size(), body->text.size()))) {
+        Busy(/*drain=*/false);
+        return false;
+      }
+      body->text = std::move(*plain);
+      body->lease.Resize(body->text.size());
       return true;
     }
     const StatusCode code = plain.status().code();
@@ -244,6 +352,33 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!packed.ok()) return;  // zlib failing: send the body as is
     r.body = std::move(*packed);
     r.headers.emplace_back("Content-Encoding", HttpEncodingName(reply_encoding_));
+  }
+
+  // A parse error gets its status (http_protocol.h) before the connection closes; a socket
+  // error or timeout just closes.
+  void OnReadError(beast::error_code ec) {
+    const bool line_parsed = parser_.has_value() && !parser_->get().target().empty();
+    auto err = ClassifyReadError(ec, line_parsed, server_->limits);
+    if (!err) return Close(ec);
+    Refuse(std::move(*err), /*drain=*/true);
+  }
+
+  // Answers `err` with Connection: close; `drain`: then reads what the client still sends.
+  void Refuse(HttpProtocolError err, bool drain) {
+    keep_alive_ = false;
+    HttpReply r;
+    r.status = err.status;
+    r.body = JsonError(err.message);
+    if (err.status == 503) r.headers.emplace_back("Retry-After", "1");
+    drain_after_write_ = drain;
+    Write(std::move(r));
+  }
+
+  void Busy(bool drain) {
+    Refuse({503, fmt::format("the server has too many request bytes in flight (limit {} bytes); "
+                             "retry later",
+                             server_->budget->limit())},
+           drain);
   }
 
   void TooLarge(uint64_t length, bool drain) {
@@ -279,7 +414,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!keep_alive_) head_.append("Connection: close\r\n");
     head_.append("\r\n");
     body_ = bodiless ? std::string() : std::move(r.body);
-    stream_.expires_after(kIdleTimeout);
+    stream_.expires_after(server_->options.idle_timeout);
     std::array<net::const_buffer, 2> buffers{net::buffer(head_), net::buffer(body_)};
     net::async_write(stream_, buffers, [self = shared_from_this()](beast::error_code ec, size_t) {
       self->OnWrite(ec);
@@ -290,7 +425,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec) return Close(ec);
     if (drain_after_write_) return Drain();
     if (!keep_alive_) return Close({});
-    ReadHeader();
+    WaitForRequest();
   }
 
   // Streamed replies: the head, then chunks as the producer queues them (Flush), then the
@@ -309,7 +444,7 @@ class Session : public std::enable_shared_from_this<Session> {
     for (const auto& [k, v] : r.headers) head_.append(k).append(": ").append(v).append("\r\n");
     head_.append("Connection: close\r\n\r\n");
     stream_writing_ = true;
-    stream_.expires_after(kIdleTimeout);
+    stream_.expires_after(server_->options.idle_timeout);
     net::async_write(stream_, net::buffer(head_),
                      [self = shared_from_this()](beast::error_code ec, size_t) {
                        self->stream_writing_ = false;
@@ -339,7 +474,7 @@ class Session : public std::enable_shared_from_this<Session> {
       stream_done_ = true;
     }
     stream_writing_ = true;
-    stream_.expires_after(kIdleTimeout);
+    stream_.expires_after(server_->options.idle_timeout);
     net::async_write(stream_, net::buffer(body_),
                      [self = shared_from_this()](beast::error_code ec, size_t) {
                        self->stream_writing_ = false;
@@ -392,6 +527,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
+  ByteLease lease_;  // the request being read's claim on the in-flight budget
+  bool inflight_full_ = false;  // a chunk did not fit the budget
+  std::function<void(std::uint64_t, beast::string_view, beast::error_code&)> on_chunk_;
   std::string head_, body_;  // the reply being written
   std::optional<http::request_parser<http::string_body>> parser_;
   HttpServer::Impl* server_;
@@ -411,13 +549,50 @@ class Session : public std::enable_shared_from_this<Session> {
 void HttpServer::Impl::Accept() {
   acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
     if (stopped.load()) return;
-    if (!ec) {
+    if (ec) return OnAcceptError(ec);
+    accept_backoff = std::chrono::milliseconds(0);
+    if (connections.load() >= options.max_connections) {
+      ShedConnection(socket.native_handle());
+      beast::error_code ignored;
+      socket.close(ignored);
+    } else {
       beast::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
       std::make_shared<Session>(std::move(socket), this)->Start();
     }
     Accept();
   });
+}
+
+// Out of descriptors the connection stays in the listen backlog and the socket stays readable:
+// re-arming at once would spin. Shed the waiting connection with the spare descriptor, then wait.
+void HttpServer::Impl::OnAcceptError(const beast::error_code& ec) {
+  if (ec == net::error::operation_aborted) return;  // the acceptor was closed
+  if (ec == net::error::connection_aborted) return Accept();  // that client only
+  if (accept_backoff.count() == 0) {
+    spdlog::warn("http: cannot accept connections: {}; shedding new ones until it clears",
+                 ec.message());
+  }
+  // Shedding a connection is progress (work per incoming connection, not a spin): go on at once.
+  if (OutOfDescriptors(ec) && ShedOne()) return Accept();
+  accept_backoff = std::clamp(accept_backoff * 2, kMinAcceptBackoff, kMaxAcceptBackoff);
+  accept_timer.expires_after(accept_backoff);
+  accept_timer.async_wait([this](beast::error_code tec) {
+    if (!tec && !stopped.load()) Accept();
+  });
+}
+
+bool HttpServer::Impl::ShedOne() {
+  if (spare_fd < 0) spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // lost earlier
+  if (spare_fd < 0) return false;
+  ::close(spare_fd);
+  const int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd >= 0) {
+    ShedConnection(fd);
+    ::close(fd);
+  }
+  spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  return fd >= 0;
 }
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -429,7 +604,25 @@ uint16_t HttpServer::port() const { return impl_->port; }
 StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions& options,
                                                         HttpHandler handler) {
   if (options.io_threads < 1) return InvalidArgument("http: io_threads must be >= 1");
+  if (options.max_connections < 1 || options.max_header_count < 1 ||
+      options.max_header_bytes < 1024 || options.max_uri_bytes < 16 ||
+      (options.inflight_budget == nullptr && options.max_inflight_bytes < 1)) {
+    return InvalidArgument(
+        "http: max_connections, max_header_count, max_inflight_bytes must be >= 1, "
+        "max_header_bytes >= 1 KiB, max_uri_bytes >= 16");
+  }
+  if (options.header_timeout.count() <= 0 || options.body_timeout.count() <= 0 ||
+      options.idle_timeout.count() <= 0) {
+    return InvalidArgument("http: header, body and idle timeouts must be > 0");
+  }
+  if (rlimit rl{}; ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+                   rl.rlim_cur < options.max_connections + 64) {
+    spdlog::warn("http: the descriptor limit ({}) is below max connections ({}) + 64; beyond it "
+                 "new connections get 503 (raise ulimit -n)",
+                 rl.rlim_cur, options.max_connections);
+  }
   auto impl = std::make_unique<Impl>(options);
+  impl->spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   impl->handler = std::move(handler);
   beast::error_code ec;
   auto address = net::ip::make_address(options.host, ec);
@@ -470,6 +663,7 @@ void HttpServer::Stop() {
   net::post(impl_->ioc, [impl = impl_.get()] {
     beast::error_code ignored;
     impl->acceptor.close(ignored);
+    impl->accept_timer.cancel();
   });
   impl_->ioc.stop();
   for (auto& t : impl_->threads) {

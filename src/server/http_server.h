@@ -13,6 +13,18 @@
 // keep request order. Bodies over `max_request_bytes` get 413 with a JSON error and the
 // connection is closed; a client that sends `Expect: 100-continue` gets the 100 first.
 //
+// Limits (HttpServerOptions; docs/serving.md "Limits"): a connection beyond max_connections is
+// accepted, answered 503 (Connection: close, before its request is read) and closed, so a client
+// learns why instead of hanging in the listen backlog; the same happens when the process is out
+// of file descriptors (EMFILE/ENFILE: a spare descriptor is freed to accept and shed the
+// connection, and the accept loop backs off 5-500 ms instead of spinning). A request head must
+// arrive within header_timeout, its body within body_timeout, and a keep-alive connection may
+// wait idle_timeout for its next request; past that the connection is closed. Protocol errors
+// get 400/414/431/501 before the connection closes (http_protocol.h). Request bodies count
+// against a budget of bytes in flight (max_inflight_bytes, or a budget shared with other
+// servers) from the moment their size is known until the handler drops the body: a request
+// that does not fit gets 503 at once, before anything is buffered.
+//
 // Streaming: a reply with `stream` set sends its headers with `Transfer-Encoding: chunked`, then
 // each HttpStream::Write as one chunk as soon as the socket takes it (server-sent events), and
 // closes the connection after HttpStream::Finish. While the body streams the connection watches
@@ -28,17 +40,38 @@
 #include <utility>
 #include <vector>
 
+#include <chrono>
+
 #include "common/mutex.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
 
 namespace inferd::server {
 
+class ByteBudget;  // http_protocol.h
+
 struct HttpServerOptions {
   std::string host = "127.0.0.1";  // address to bind (IPv4 or IPv6 literal)
   uint16_t port = 8000;            // 0 = let the OS pick; see HttpServer::port()
   int io_threads = 2;              // threads running the event loop (>= 1)
   size_t max_request_bytes = size_t{64} << 20;  // body limit; larger bodies get 413
+
+  // Limits (see the file comment). Timeouts must be > 0; limits >= 1.
+  size_t max_connections = 1024;                 // open connections; beyond: 503 and close
+  std::chrono::milliseconds header_timeout{std::chrono::seconds(30)};  // accept/first byte -> head
+  std::chrono::milliseconds body_timeout{std::chrono::seconds(60)};    // head -> whole body
+  std::chrono::milliseconds idle_timeout{std::chrono::seconds(60)};    // keep-alive wait; also a
+                                                                       // reply the client won't read
+  size_t max_header_bytes = 64 * 1024;           // request line + fields; beyond: 431 (414)
+  size_t max_header_count = 100;                 // header fields; beyond: 431
+  size_t max_uri_bytes = 8 * 1024;               // request target; beyond: 414
+  size_t max_inflight_bytes = size_t{512} << 20;  // bodies read or being served; beyond: 503
+  // When set, used instead of a budget of max_inflight_bytes of this server's own (to share one
+  // budget between the KServe and metrics servers, or with gRPC).
+  std::shared_ptr<ByteBudget> inflight_budget;
+  // Lower-case names of further request headers handed to the handler (HttpRequest::headers),
+  // e.g. the restricted-API keys (restricted_api.h).
+  std::vector<std::string> extra_headers;
 };
 
 struct HttpRequest {

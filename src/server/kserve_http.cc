@@ -1,6 +1,9 @@
 #include "server/kserve_http.h"
 
+#include <filesystem>
+#include <memory>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include <rapidjson/document.h>
@@ -8,6 +11,8 @@
 #include <rapidjson/writer.h>
 
 #include "server/http_codec.h"
+#include "server/http_protocol.h"
+#include "server/json_text.h"
 #include "server/metrics.h"
 #include "server/repository_codec.h"
 #include "server/shared_memory_http.h"
@@ -22,17 +27,24 @@ HttpReply Json(int status, std::string body) { return HttpReply{status, "applica
 HttpReply Error(const Status& s) { return Json(HttpStatusFor(s), JsonError(s.message())); }
 HttpReply Empty(int status) { return HttpReply{status, "", "", {}}; }
 
+// Every string goes out as valid UTF-8 (names and reasons may hold any bytes).
 void Str(Writer& w, std::string_view s) {
-  w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
+  const std::string valid = ToValidUtf8(s);
+  w.String(valid.data(), static_cast<rapidjson::SizeType>(valid.size()));
 }
 
-std::vector<std::string_view> SplitPath(std::string_view path) {
-  std::vector<std::string_view> parts;
+// The path's segments, each percent-decoded ("m%C3%B6del" is the model "mödel"); splitting
+// first keeps "%2F" inside a segment.
+StatusOr<std::vector<std::string>> SplitPath(std::string_view path) {
+  std::vector<std::string> parts;
   size_t i = 0;
   while (i < path.size()) {
     size_t j = path.find('/', i);
     if (j == std::string_view::npos) j = path.size();
-    if (j > i) parts.push_back(path.substr(i, j - i));
+    if (j > i) {
+      ASSIGN_OR_RETURN(std::string part, PercentDecode(path.substr(i, j - i)));
+      parts.push_back(std::move(part));
+    }
     i = j + 1;
   }
   return parts;
@@ -210,7 +222,7 @@ std::string TraceJson(const TraceSettings& settings) {
 
 Status ParseObject(const HttpRequest& req, rapidjson::Document* doc) {
   const std::string_view body = req.body ? std::string_view(*req.body) : "";
-  doc->Parse(body.data(), body.size());
+  doc->Parse<rapidjson::kParseValidateEncodingFlag>(body.data(), body.size());
   if (doc->HasParseError() || !doc->IsObject()) {
     return InvalidArgument("the request body must be a JSON object");
   }
@@ -323,7 +335,9 @@ void Infer(ModelManager* manager, ServerExtensions& ext, HttpRequest& req, std::
 }
 
 void Route(ModelManager* manager, ServerExtensions& ext, HttpRequest& req, HttpResponder& reply) {
-  const auto parts = SplitPath(req.path);
+  auto split = SplitPath(req.path);
+  if (!split.ok()) return reply(Error(split.status()));
+  const std::vector<std::string>& parts = *split;
   const bool get = req.method == "GET";
   const bool post = req.method == "POST";
   auto method_not_allowed = [&] {
@@ -433,6 +447,23 @@ HttpHandler MakeKServeHttpHandler(ModelManager* manager, ServerExtensions* exten
   static ServerExtensions defaults;
   ServerExtensions* ext = extensions != nullptr ? extensions : &defaults;
   return [manager, ext](HttpRequest req, HttpResponder reply) { Route(manager, *ext, req, reply); };
+}
+
+HttpHandler MakeRepositoryRedactingHandler(HttpHandler inner, const std::string& repository) {
+  // Every spelling of the repository's location that a message may carry.
+  auto roots = std::make_shared<std::vector<std::string>>();
+  std::error_code ec;
+  roots->push_back(repository);
+  roots->push_back(std::filesystem::absolute(repository, ec).lexically_normal().string());
+  roots->push_back(std::filesystem::weakly_canonical(repository, ec).string());
+  return [inner = std::move(inner), roots](HttpRequest req, HttpResponder reply) {
+    // Replies rendered later are inference results (no paths); the rest are small JSON texts.
+    HttpResponder redacting = [reply = std::move(reply), roots](HttpReply r) {
+      if (!r.render && r.stream == nullptr) r.body = RedactRepositoryPath(r.body, *roots);
+      reply(std::move(r));
+    };
+    inner(std::move(req), std::move(redacting));
+  };
 }
 
 HttpHandler MakeMetricsHttpHandler(ModelManager* manager) {

@@ -28,8 +28,15 @@ inline constexpr const char* kServerVersion = "0.1.0";
 
 // `manager` and `extensions` must outlive every request the handler receives (stop the server
 // first). `extensions` nullptr: defaults (server name "inferd"), shared by such handlers.
+// Path segments are percent-decoded ("m%C3%B6del"); every JSON string out is valid UTF-8.
 HttpHandler MakeKServeHttpHandler(serving::ModelManager* manager,
                                   ServerExtensions* extensions = nullptr);
+
+// Wraps `inner` so that replies never show where the model repository lives: its absolute
+// spellings (as given, absolute, canonical) in a reply body become relative paths
+// ("<repo>/m/1/model.onnx" -> "m/1/model.onnx"; json_text.h). Streams and replies rendered
+// later (inference results) are left alone. `repository`: the path the manager was given.
+HttpHandler MakeRepositoryRedactingHandler(HttpHandler inner, const std::string& repository);
 
 // GET /metrics: Prometheus text (metrics.h); anything else 404.
 HttpHandler MakeMetricsHttpHandler(serving::ModelManager* manager);

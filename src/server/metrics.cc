@@ -124,6 +124,11 @@ std::string RenderPrometheusMetrics(const std::vector<ModelStatisticsSnapshot>& 
     fmt::format_to(it, "inferd_execution_count_total{{{}}} {}\n", labels[i],
                    models[i].execution_count);
   }
+  Header(out, "inferd_batch_split_total", "counter",
+         "Merged batches that failed with INVALID_ARGUMENT and were re-run request by request.");
+  for (size_t i = 0; i < models.size(); ++i) {
+    fmt::format_to(it, "inferd_batch_split_total{{{}}} {}\n", labels[i], models[i].batches_split);
+  }
   struct HistFamily {
     const char* name;
     const char* help;

@@ -3,15 +3,21 @@
 //
 //   LifecycleThread   one thread that runs repository-API operations in order and, while polling
 //                     is on, calls the poll function every poll_interval;
-//   WaitForSoleOwner  the retire deadline: waits until a replaced version is held by nobody else.
+//   WaitForSoleOwner  the retire deadline: waits until a replaced version is held by nobody else;
+//   AbandonableWork   the load deadline: work on a thread of its own that its caller waits for
+//                     until a deadline and may abandon, so a stuck load never holds the
+//                     lifecycle thread (or shutdown) for good.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include "common/clock.h"
 #include "common/mutex.h"
@@ -75,5 +81,78 @@ bool WaitForSoleOwner(const std::shared_ptr<T>& p, Clock& clock, Clock::TimePoin
   }
   return p.use_count() <= 1;
 }
+
+// Runs `work` on a detached thread of its own; the caller waits for its result until a deadline,
+// and may give up (the deadline passed, or Abandon() from another thread, e.g. on shutdown). An
+// abandoned work is told so through the flag it is given (it should check it between stages and
+// return early) and runs on to its end in the background; its result is then destroyed on its
+// own thread. The work must therefore own or share everything it uses (never the caller's stack).
+//
+//   auto w = AbandonableWork<int>::Start([](const std::atomic<bool>& abandoned) { return 42; });
+//   std::optional<int> r = w->Wait(clock, clock.Now() + 5s);  // nullopt: too late, abandoned
+//
+// Thread-safe. Running() counts the works of type T whose thread has not ended yet.
+template <class T>
+class AbandonableWork {
+ public:
+  using Fn = std::function<T(const std::atomic<bool>& abandoned)>;
+
+  static std::shared_ptr<AbandonableWork> Start(Fn work) {
+    std::shared_ptr<AbandonableWork> w(new AbandonableWork());
+    RunningWorks().fetch_add(1);
+    // The thread shares the state: whoever of caller and thread lets go last destroys it.
+    std::thread([w, work = std::move(work)]() mutable {
+      std::optional<T> result(work(w->abandoned_));
+      work = nullptr;
+      {
+        MutexLock l(&w->mu_);
+        w->finished_ = true;
+        if (!w->abandoned_.load()) w->result_ = std::move(result);
+      }
+      w->changed_.NotifyAll();
+      result.reset();  // an abandoned result is destroyed here, on this thread
+      w.reset();
+      RunningWorks().fetch_sub(1);
+    }).detach();
+    return w;
+  }
+
+  // The result once the work finished, or nullopt when `deadline` passed on `clock` or Abandon()
+  // was called first (the work is then abandoned).
+  std::optional<T> Wait(Clock& clock, Clock::TimePoint deadline) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    while (!finished_ && !abandoned_.load() && clock.Now() < deadline) {
+      changed_.WaitUntil(&mu_, clock, deadline);
+    }
+    if (finished_ && !abandoned_.load()) return std::move(result_);
+    abandoned_.store(true);
+    return std::nullopt;
+  }
+
+  // Gives up on the work from any thread: a Wait returns nullopt at once.
+  void Abandon() EXCLUDES(mu_) {
+    {
+      MutexLock l(&mu_);
+      abandoned_.store(true);
+    }
+    changed_.NotifyAll();
+  }
+
+  // Works of type T started and not yet ended, process-wide (abandoned ones included).
+  static int Running() { return RunningWorks().load(); }
+
+ private:
+  AbandonableWork() = default;
+  static std::atomic<int>& RunningWorks() {
+    static std::atomic<int> running{0};
+    return running;
+  }
+
+  Mutex mu_;
+  CondVar changed_;  // finished, abandoned
+  std::atomic<bool> abandoned_{false};
+  bool finished_ GUARDED_BY(mu_) = false;
+  std::optional<T> result_ GUARDED_BY(mu_);
+};
 
 }  // namespace inferd::serving

@@ -90,3 +90,67 @@ TEST(WaitForSoleOwnerTest, ReturnsOnceOthersDropTheirReferenceOrAtTheDeadline) {
 
 }  // namespace
 }  // namespace inferd::serving
+
+namespace inferd::serving {
+namespace {
+
+// The work's thread has ended (Running() counts it until then). Not a timing wait: it ends right
+// after the work returns.
+void WaitForWorksToEnd() {
+  while (AbandonableWork<int>::Running() != 0) std::this_thread::yield();
+}
+
+TEST(AbandonableWorkTest, ReturnsTheResultWhenTheWorkFinishesInTime) {
+  FakeClock clock;
+  auto w = AbandonableWork<int>::Start([](const std::atomic<bool>&) { return 42; });
+  std::optional<int> r = w->Wait(clock, Clock::kForever);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, 42);
+  WaitForWorksToEnd();
+}
+
+// A load that never finishes (here: until the test lets it) no longer holds its caller: past the
+// deadline Wait returns nullopt, the work is told it was abandoned, and it ends on its own later.
+TEST(AbandonableWorkTest, GivesUpAtTheDeadlineAndTellsTheWork) {
+  FakeClock clock;
+  auto release = std::make_shared<std::promise<void>>();
+  auto saw_abandoned = std::make_shared<std::promise<bool>>();
+  std::shared_future<void> released = release->get_future().share();
+  auto w = AbandonableWork<int>::Start([released, saw_abandoned](const std::atomic<bool>& a) {
+    released.wait();
+    saw_abandoned->set_value(a.load());
+    return 1;
+  });
+  const Clock::TimePoint deadline = clock.Now() + milliseconds(300000);
+  auto waited = std::async(std::launch::async, [&] { return w->Wait(clock, deadline); });
+  clock.BlockUntilWaiting(deadline);
+  EXPECT_EQ(AbandonableWork<int>::Running(), 1);
+  clock.Advance(milliseconds(300000));
+  EXPECT_FALSE(waited.get().has_value());
+  release->set_value();
+  EXPECT_TRUE(saw_abandoned->get_future().get());
+  w.reset();  // the work's thread now holds the last reference
+  WaitForWorksToEnd();
+}
+
+// Shutdown abandons a load from another thread: the waiter returns at once, time never moves.
+TEST(AbandonableWorkTest, AbandonFromAnotherThreadEndsTheWait) {
+  FakeClock clock;
+  auto release = std::make_shared<std::promise<void>>();
+  std::shared_future<void> released = release->get_future().share();
+  auto w = AbandonableWork<int>::Start([released](const std::atomic<bool>&) {
+    released.wait();
+    return 1;
+  });
+  const Clock::TimePoint deadline = clock.Now() + milliseconds(1000);
+  auto waited = std::async(std::launch::async, [&] { return w->Wait(clock, deadline); });
+  clock.BlockUntilWaiting(deadline);
+  w->Abandon();
+  EXPECT_FALSE(waited.get().has_value());
+  release->set_value();
+  w.reset();
+  WaitForWorksToEnd();
+}
+
+}  // namespace
+}  // namespace inferd::serving

@@ -26,6 +26,8 @@ uint64_t Mix(uint64_t h) {
 }
 
 bool ReadAll(const fs::path& p, std::string* out) {
+  std::error_code ec;
+  if (!fs::is_regular_file(p, ec)) return false;  // before opening: a FIFO would block the load
   std::ifstream f(p, std::ios::binary);
   if (!f) return false;
   std::ostringstream ss;

@@ -11,6 +11,9 @@
 #include <cstdlib>
 #include <set>
 
+#include "serving/config_limits.h"
+#include "serving/ensemble.h"
+
 namespace inferd::serving {
 namespace {
 
@@ -167,13 +170,16 @@ inference::DataType ToConfigDataType(DataType t) {
 }
 
 Status ValidateConfigStandalone(const ModelConfig& config) {
+  RETURN_IF_ERROR(CheckConfigBounds(config));  // first: the checks below may size things by them
   const std::string& platform = config.platform();
-  if (!platform.empty() && platform != "onnxruntime_onnx") {
+  if (!platform.empty() && platform != "onnxruntime_onnx" && platform != "ensemble") {
     return InvalidArgument("platform '{}' is not supported (inferd serves ONNX models: use "
                            "'onnxruntime_onnx')",
                            platform);
   }
-  static const std::set<std::string> kBackends = {"", "onnxruntime", "onnx", "inferd"};
+  // inferd_image and inferd_classify: the built-in processing models (processing_models.h).
+  static const std::set<std::string> kBackends = {"",       "onnxruntime",  "onnx",
+                                                  "inferd", "inferd_image", "inferd_classify"};
   if (!kBackends.count(config.backend())) {
     return InvalidArgument("backend '{}' is not supported: inferd serves ONNX models only (use "
                            "backend 'onnxruntime')",
@@ -385,7 +391,9 @@ Status CheckImplemented(const ModelConfig& c) {
   }
   RETURN_IF_ERROR(CheckTensorsImplemented(c));
   RETURN_IF_ERROR(CheckInstancesImplemented(c));
-  if (c.has_ensemble_scheduling()) return NotImplemented("ensemble_scheduling", "ensembles are");
+  if (c.has_ensemble_scheduling() || c.platform() == "ensemble") {
+    RETURN_IF_ERROR(CheckEnsembleConfig(c));  // ensemble.h
+  }
   if (c.model_operations().op_library_filename_size() > 0) {
     return NotImplemented("model_operations.op_library_filename", "custom operation libraries are");
   }
@@ -425,7 +433,9 @@ std::vector<std::string> IgnoredConfigFields(const ModelConfig& c) {
   note(c.response_cache().enable(), "response_cache.enable (responses are not cached)");
   note(c.model_metrics().metric_control_size() > 0, "model_metrics");
   for (const auto& [key, value] : c.parameters()) {
-    note(true, fmt::format("parameters '{}' (a backend parameter inferd does not use)", key));
+    // The processing backends read their parameters (and fail the load on an unknown one).
+    note(c.backend() != "inferd_image" && c.backend() != "inferd_classify",
+         fmt::format("parameters '{}' (a backend parameter inferd does not use)", key));
   }
   return out;
 }
@@ -725,9 +735,9 @@ batching::BatchSchedulerOptions SchedulerOptionsFromConfig(const ModelConfig& co
 }
 
 int ConfiguredInstanceCount(const ModelConfig& config) {
-  int n = 0;
-  for (const auto& g : config.instance_group()) n += g.count();
-  return n;
+  int64_t n = 0;  // counts are bounded by validation; int64 keeps an unvalidated sum exact
+  for (const auto& g : config.instance_group()) n += std::max(0, g.count());
+  return static_cast<int>(std::min<int64_t>(n, ConfigBounds::kMaxInstances));
 }
 
 }  // namespace inferd::serving

@@ -146,6 +146,15 @@ void ModelInstance::Execute(std::span<std::unique_ptr<InferTask>> tasks, SteadyT
   Status run = session_.Run(feeds, &results);
   times.inferred = std::chrono::steady_clock::now();
   if (!run.ok()) {
+    if (run.code() == StatusCode::kInvalidArgument && tasks.size() > 1) {
+      // The data of some request is bad (an image that does not decode, say) and the kernel can
+      // only fail the whole run; the others' requests are fine and must not fail with it. Each is
+      // re-run alone, so exactly the bad ones fail, each with its own reason. This costs one
+      // extra run per request of the failed batch, only when a batch fails.
+      stats_.RecordBatchSplit();
+      for (size_t i = 0; i < tasks.size(); ++i) Execute(tasks.subspan(i, 1), start);
+      return;
+    }
     if (run.code() == StatusCode::kInvalidArgument) {
       return FailAll(tasks, FailureReason::kInvalidInput, run);
     }

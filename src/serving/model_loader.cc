@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "serving/ensemble.h"
 #include "serving/model_config.h"
 #include "serving/repository.h"
 
@@ -21,8 +22,10 @@ Status ReadConfig(const fs::path& dir, bool strict, const LoadOverride& override
     // Differs from any config.pbtxt text, so a later load from the repository reloads.
     model->config_text = "# load parameter 'config'\n" + config->DebugString();
   } else if (fs::exists(config_path, ec)) {
-    if (!ReadRepositoryFile(config_path, &model->config_text)) {
-      return InvalidArgument("cannot read {}", config_path.string());
+    ASSIGN_OR_RETURN(const fs::path path,
+                     ResolveModelFile(dir, model->name, "", "config.pbtxt", "config.pbtxt"));
+    if (!ReadRepositoryFile(path, &model->config_text)) {
+      return InvalidArgument("cannot read {}/config.pbtxt", model->name);
     }
     std::vector<std::string> warnings;
     ASSIGN_OR_RETURN(*config, ParseModelConfig(model->config_text, strict, &warnings));
@@ -53,13 +56,21 @@ void LoadOrKeepVersion(const ModelState* old, const inference::ModelConfig& conf
     model->versions[v] = running;
     return;
   }
-  auto loaded = ModelVersion::Create(model->name, v, vdir / file, std::move(fingerprint), config,
-                                     options.versions);
+  const std::string folder = std::to_string(v);
+  auto loaded = [&]() -> StatusOr<std::shared_ptr<ModelVersion>> {
+    ASSIGN_OR_RETURN(const fs::path path,
+                     ResolveModelFile(dir, model->name, folder, fs::path(folder) / file,
+                                      config.default_model_filename().empty()
+                                          ? "model file"
+                                          : "default_model_filename"));
+    return ModelVersion::Create(model->name, v, path, std::move(fingerprint), config,
+                                options.versions);
+  }();
   if (loaded.ok()) {
     model->versions[v] = std::move(loaded).value();
     return;
   }
-  const std::string why = loaded.status().message();
+  const std::string why = HidePath(loaded.status().message(), dir, model->name);
   if (running != nullptr) {
     spdlog::warn("model '{}' version {} failed to reload, the running one keeps serving: {}",
                  model->name, v, why);
@@ -123,9 +134,36 @@ ModelLoad LoadModelState(const std::string& name, const ModelState* old,
   load.state->name = name;
   // Taken before reading: a change during the load is seen again by the next poll.
   load.state->fingerprint = FolderFingerprint(options.repository / name);
+  const fs::path dir =
+      override.model_dir.empty() ? options.repository / name : override.model_dir;
   load.status = LoadVersions(old, options, override, load.state.get());
-  if (!load.status.ok()) KeepServing(old, load.status, load.state.get());
+  if (!load.status.ok()) {
+    load.status = Status(load.status.code(), HidePath(load.status.message(), dir, name));
+    KeepServing(old, load.status, load.state.get());
+  }
   return load;
+}
+
+ModelLoad FailedLoad(const std::string& name, const ModelState* old,
+                     const ModelLoadOptions& options, Status why) {
+  ModelLoad load{std::make_shared<ModelState>(), std::move(why)};
+  load.state->name = name;
+  // The folder as it is now: polling retries only once it changes.
+  load.state->fingerprint = FolderFingerprint(options.repository / name);
+  KeepServing(old, load.status, load.state.get());
+  return load;
+}
+
+std::vector<std::string> ComposingModels(const std::string& name, const ModelLoadOptions& options,
+                                         const LoadOverride& override) {
+  if (override.config.has_value()) return EnsembleStepModels(*override.config);
+  const fs::path dir =
+      override.model_dir.empty() ? options.repository / name : override.model_dir;
+  std::string text;
+  if (!ReadRepositoryFile(dir / "config.pbtxt", &text)) return {};
+  auto config = ParseModelConfig(text, /*strict=*/false, nullptr);
+  if (!config.ok() || config->platform() != "ensemble") return {};
+  return EnsembleStepModels(*config);
 }
 
 }  // namespace inferd::serving

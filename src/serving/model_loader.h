@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "model_config.pb.h"
@@ -65,5 +66,17 @@ struct ModelLoad {
 // running copy keeps serving.
 ModelLoad LoadModelState(const std::string& name, const ModelState* old,
                          const ModelLoadOptions& options, const LoadOverride& override = {});
+
+// The outcome of a load that produced nothing (it passed its deadline and was abandoned): as a
+// failed LoadModelState, the running versions of `old` keep serving (with `why` as their reload
+// error), or the whole model is UNAVAILABLE with `why`.
+ModelLoad FailedLoad(const std::string& name, const ModelState* old,
+                     const ModelLoadOptions& options, Status why);
+
+// The composing models of model `name` when its config (as LoadModelState would read it) is an
+// ensemble, in step order; empty otherwise or when the config cannot be read (the load reports
+// that).
+std::vector<std::string> ComposingModels(const std::string& name, const ModelLoadOptions& options,
+                                         const LoadOverride& override = {});
 
 }  // namespace inferd::serving

@@ -10,10 +10,14 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <new>
+#include <optional>
 
+#include "serving/config_limits.h"
 #include "serving/lifecycle.h"
 #include "serving/model_config.h"
 #include "serving/model_loader.h"
+#include "serving/processing_models.h"
 #include "serving/model_version.h"
 #include "serving/repository.h"
 
@@ -42,14 +46,15 @@ StatusOr<ModelControlMode> ParseModelControlMode(const std::string& text) {
 ModelManager::ModelManager(const ModelManagerOptions& options)
     : options_(options),
       clock_(options.clock ? options.clock : &RealClock::Get()),
-      cache_(std::make_unique<ModelCache>(
+      cache_(std::make_shared<ModelCache>(
           ModelCacheOptions{options.cache_dir, options.build_id})) {
   lifecycle_ = std::make_unique<LifecycleThread>(*clock_, options_.poll_interval,
                                                  [this] { PollRepository(); });
 }
 
 ModelManager::~ModelManager() {
-  lifecycle_->Stop();  // finishes the load in progress; cancels queued ones
+  BeginShutdown();     // abandons a load in progress, so that Stop below does not wait for it
+  lifecycle_->Stop();  // finishes the operation in progress; cancels queued ones
   std::map<std::string, std::shared_ptr<ModelState>> models;
   {
     MutexLock l(&mu_);
@@ -75,15 +80,29 @@ StatusOr<std::unique_ptr<ModelManager>> ModelManager::Create(const ModelManagerO
   if (options.retire_timeout.count() < 0) {
     return InvalidArgument("retire_timeout must be >= 0");
   }
+  if (options.autocomplete_max_batch_size > ConfigBounds::kMaxBatchSize) {
+    return InvalidArgument("autocomplete_max_batch_size {} exceeds the limit {}",
+                           options.autocomplete_max_batch_size, ConfigBounds::kMaxBatchSize);
+  }
+  if (options.max_load_time.count() <= 0) {
+    return InvalidArgument("max_load_time must be > 0");
+  }
+  if (options.max_warmup_bytes == 0) {
+    return InvalidArgument("max_warmup_bytes must be > 0");
+  }
   return std::unique_ptr<ModelManager>(new ModelManager(options));
 }
 
 ModelLoadOptions ModelManager::LoadOptions() const {
-  return ModelLoadOptions{options_.repository, options_.strict_config,
-                          ModelVersionOptions{clock_, cache_.get(), options_.total_threads,
-                                              options_.default_instance_count,
-                                              options_.threads_per_instance,
-                                              options_.autocomplete_max_batch_size}};
+  ModelLoadOptions o{options_.repository, options_.strict_config,
+                     ModelVersionOptions{clock_, cache_.get(), options_.total_threads,
+                                         options_.default_instance_count,
+                                         options_.threads_per_instance,
+                                         options_.autocomplete_max_batch_size,
+                                         options_.max_warmup_bytes}};
+  // Ensembles run their steps through this manager (EnsembleHost; const only for the options).
+  o.versions.ensembles = const_cast<ModelManager*>(this);
+  return o;
 }
 
 void ModelManager::LoadModels(const std::vector<std::string>& names) {
@@ -164,6 +183,23 @@ StatusOr<LoadOverride> PrepareOverride(const std::string& name, const LoadParame
   return o;
 }
 
+// LoadModelState with the load boundary's guarantee: an exception (std::bad_alloc from a huge
+// allocation, one from a library) fails this model's load with its text, never the process (it
+// would escape the load's thread and terminate the server).
+ModelLoad LoadCatchingExceptions(const std::string& name, const ModelState* old,
+                                 const ModelLoadOptions& options, const LoadOverride& override) {
+  try {
+    return LoadModelState(name, old, options, override);
+  } catch (const std::bad_alloc&) {
+    return FailedLoad(name, old, options,
+                      ResourceExhausted("out of memory while loading (std::bad_alloc)"));
+  } catch (const std::exception& e) {
+    return FailedLoad(name, old, options, Internal("exception while loading: {}", e.what()));
+  } catch (...) {
+    return FailedLoad(name, old, options, Internal("unknown exception while loading"));
+  }
+}
+
 // A file the file system refuses (a path component over NAME_MAX, a full disk) is INTERNAL with
 // Triton's "failed to poll from model repository" wording, as Triton answers it.
 Status WriteOverrideFiles(const std::string& name, const fs::path& dir,
@@ -177,7 +213,7 @@ Status WriteOverrideFiles(const std::string& name, const fs::path& dir,
     if (!out) {
       return Internal("failed to load '{}', failed to poll from model repository: cannot write "
                       "override file '{}': {}",
-                      name, target.string(), std::strerror(errno));
+                      name, path, std::strerror(errno));
     }
   }
   return Status::Ok();
@@ -206,20 +242,85 @@ Status ModelManager::LoadWith(const std::string& name, const LoadOverride& overr
     return FailedPrecondition("model '{}' is a generative model, loaded once at start", name);
   }
   if (override.model_dir.empty() && !HasModelFolder(options_.repository, name)) {
+    // The repository's path is the operator's business, not the client's.
     return NotFound("failed to load '{}', failed to poll from model repository: no folder '{}' "
-                    "in '{}'",
-                    name, name, options_.repository.string());
+                    "in the model repository",
+                    name, name);
   }
   MutexLock serial(&load_mu_);
+  std::vector<std::string> loading;
+  return LoadLocked(name, override, &loading);
+}
+
+Status ModelManager::LoadLocked(const std::string& name, const LoadOverride& override,
+                                std::vector<std::string>* loading) {
   std::shared_ptr<const ModelState> old;
   {
     MutexLock l(&mu_);
-    if (shutting_down_) return ShuttingDown();
+    if (shutting_down_ || draining_.load()) return ShuttingDown();
     auto it = models_.find(name);
     if (it != models_.end() && !it->second->unloaded) old = it->second;
   }
-  ModelLoad load = LoadModelState(name, old.get(), LoadOptions(), override);
-  return Publish(std::move(load.state), std::move(old), load.status);
+  loading->push_back(name);
+  LoadComposingModels(name, override, loading);
+  std::optional<ModelLoad> load = RunLoad(name, old, override);
+  loading->pop_back();
+  if (!load.has_value()) {
+    if (draining_.load()) return ShuttingDown();
+    const Status why = DeadlineExceeded(
+        "the load did not finish within the max load time of {} s and was abandoned",
+        std::chrono::duration<double>(options_.max_load_time).count());
+    spdlog::warn("model '{}': {} (it stops at its next stage; the lifecycle goes on)", name,
+                 why.message());
+    load = FailedLoad(name, old.get(), LoadOptions(), why);
+  }
+  return Publish(std::move(load->state), std::move(old), load->status);
+}
+
+std::optional<ModelLoad> ModelManager::RunLoad(const std::string& name,
+                                               const std::shared_ptr<const ModelState>& old,
+                                               const LoadOverride& override) {
+  // The work owns copies of everything it reads (the cache shared), so that it may outlive this
+  // call, and the manager, once abandoned.
+  auto work = AbandonableWork<ModelLoad>::Start(
+      [name, old, override, options = LoadOptions(), cache = cache_](
+          const std::atomic<bool>& abandoned) mutable {
+        (void)cache;  // held only to keep options.versions.cache alive
+        options.versions.abandoned = &abandoned;
+        return LoadCatchingExceptions(name, old.get(), options, override);
+      });
+  {
+    MutexLock l(&mu_);
+    current_load_ = work;
+    if (draining_.load()) work->Abandon();  // BeginShutdown ran before current_load_ was set
+  }
+  std::optional<ModelLoad> load = work->Wait(*clock_, clock_->Now() + options_.max_load_time);
+  MutexLock l(&mu_);
+  current_load_.reset();
+  return load;
+}
+
+int ModelManager::RunningLoads() { return AbandonableWork<ModelLoad>::Running(); }
+
+void ModelManager::LoadComposingModels(const std::string& name, const LoadOverride& override,
+                                       std::vector<std::string>* loading) {
+  for (const std::string& dep : ComposingModels(name, LoadOptions(), override)) {
+    // A model loading on this thread already (ensembles in a cycle) is left to fail the
+    // ensemble's checks; generative models are not the manager's.
+    if (std::find(loading->begin(), loading->end(), dep) != loading->end() ||
+        options_.external_models.count(dep) != 0 || !IsValidModelName(dep) ||
+        !HasModelFolder(options_.repository, dep)) {
+      continue;
+    }
+    {
+      MutexLock l(&mu_);
+      auto it = models_.find(dep);
+      if (it != models_.end() && !it->second->unloaded && !it->second->versions.empty()) continue;
+    }
+    spdlog::info("loading '{}', a composing model of ensemble '{}'", dep, name);
+    Status s = LoadLocked(dep, LoadOverride{}, loading);
+    if (!s.ok()) spdlog::warn("composing model of '{}': {}", name, s.message());
+  }
 }
 
 Status ModelManager::Publish(std::shared_ptr<ModelState> model,
@@ -342,6 +443,16 @@ void ModelManager::RequestUnload(const std::string& name, std::function<void(Sta
 void ModelManager::BeginShutdown() {
   draining_.store(true);
   lifecycle_->SetPolling(false);
+  // A load in progress is abandoned, so the lifecycle thread (joined on destruction) is free.
+  std::shared_ptr<AbandonableWork<ModelLoad>> load;
+  {
+    MutexLock l(&mu_);
+    load = current_load_;
+  }
+  if (load != nullptr) {
+    spdlog::warn("shutdown: a model load in progress is abandoned");
+    load->Abandon();
+  }
 }
 
 bool ModelManager::WaitForIdle(std::chrono::milliseconds timeout) {
@@ -413,6 +524,11 @@ void ModelManager::Infer(std::unique_ptr<InferenceRequest> request, ResponseCall
     callback(ShuttingDown(), ResponseTo(*request));
     return;
   }
+  InferAccepted(std::move(request), std::move(callback));
+}
+
+void ModelManager::InferAccepted(std::unique_ptr<InferenceRequest> request,
+                                 ResponseCallback callback) {
   callback = [this, cb = std::move(callback)](Status s, InferenceResponse r) {
     cb(std::move(s), std::move(r));
     DoneInFlight();
@@ -423,6 +539,18 @@ void ModelManager::Infer(std::unique_ptr<InferenceRequest> request, ResponseCall
     return;
   }
   (*found)->Enqueue(std::move(request), std::move(callback));
+}
+
+void ModelManager::InferStep(std::unique_ptr<InferenceRequest> request,
+                             ResponseCallback callback) {
+  in_flight_.fetch_add(1);
+  InferAccepted(std::move(request), std::move(callback));
+}
+
+StatusOr<ModelSignature> ModelManager::StepSignature(const std::string& name,
+                                                     int64_t version) const {
+  ASSIGN_OR_RETURN(std::shared_ptr<ModelVersion> v, FindVersion(name, version));
+  return v->signature();
 }
 
 // ---- state and metadata ----
@@ -460,7 +588,9 @@ StatusOr<ModelMetadata> ModelManager::GetMetadata(const std::string& name,
     }
   }
   const auto& c = *v->config();
-  md.platform = c.platform().empty() ? "onnxruntime_onnx" : c.platform();
+  md.platform = !c.platform().empty() ? c.platform()
+                : IsProcessingModel(c)  ? c.backend()
+                                        : "onnxruntime_onnx";
   const ModelSignature& sig = v->signature();
   auto describe = [&](const std::string& n, DataType dtype, const Shape& dims) {
     TensorMetadata t{n, KServeName(dtype), dims};

@@ -10,6 +10,11 @@
 // Repository layout (Triton's): DIR/<model>/config.pbtxt (optional, see model_config.h) and
 // DIR/<model>/<version>/model.onnx, versions being positive integers. A model whose config or
 // ONNX file is invalid is recorded UNAVAILABLE with the reason (see Index()); the others load.
+// What a repository can make a load do is bounded: numeric config fields (config_limits.h), warmup
+// bytes (max_warmup_bytes), load time (max_load_time: a load past it is abandoned and fails, the
+// lifecycle goes on); every file a load reads stays inside its model folder and is a regular file
+// (repository.h's ResolveModelFile); an exception in a load fails that model only; reasons name
+// files relative to the repository, never its absolute path.
 //
 // Thread-safety: every method may be called concurrently from any thread. Infer never blocks on
 // inference: it validates, enqueues and returns; the callback runs on a model worker thread (or on
@@ -24,7 +29,13 @@
 //   model_instance.h   one instance: merge inputs → Session::Run → split outputs
 //   model_stats.h      FailureReason and the per-version statistics
 //   warmup.h           warmup requests and tensors
-//   lifecycle.h        the lifecycle thread (operations, poll timer) and the retire deadline
+//   lifecycle.h        the lifecycle thread (operations, poll timer), the retire deadline and
+//                      AbandonableWork (the load deadline)
+//   config_limits.h    upper bounds on numeric config fields
+//   ensemble.h         ensembles (platform "ensemble"): steps run through this manager
+// An ensemble's composing models are loaded before it when they are not loaded yet (in every
+// control mode, as Triton's explicit mode does); unloading one leaves the ensemble READY, and its
+// requests then fail naming the step.
 // Lock order: load_mu_ (one load or unload at a time) before mu_ (the published models).
 #pragma once
 
@@ -44,6 +55,7 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
+#include "serving/ensemble.h"
 #include "serving/inference.h"
 #include "serving/model_cache.h"
 #include "serving/model_stats.h"
@@ -55,6 +67,9 @@ class ModelConfig;  // generated from proto/model_config.proto
 namespace inferd::serving {
 
 class LifecycleThread;  // lifecycle.h
+template <class T>
+class AbandonableWork;  // lifecycle.h
+struct ModelLoad;       // model_loader.h
 class ModelVersion;  // model_version.h
 struct ModelState;   // model_loader.h
 struct ModelLoadOptions;
@@ -106,6 +121,13 @@ struct ModelManagerOptions {
   // `inferd serve`): the manager never loads them and leaves them out of scans, Index() and
   // readiness; LoadModel on one is FAILED_PRECONDITION.
   std::set<std::string> external_models;
+  // Longest one model's load (read, optimize, warm up every version) may take. Past it the load
+  // fails (DEADLINE_EXCEEDED; running versions keep serving) and the lifecycle goes on: the load
+  // is abandoned, stops at its next stage and is freed in the background. Must be > 0.
+  std::chrono::milliseconds max_load_time{300000};
+  // Most bytes of input one warmup sample may hold, checked before allocating (warmup.h): a
+  // config model_warmup over it fails the load, a default warmup step over it is skipped.
+  uint64_t max_warmup_bytes = uint64_t{1} << 30;
   // Time source for queue delays and timeouts, the poll interval, the retire deadline and
   // WaitForIdle; nullptr = the process's RealClock. Must outlive the manager.
   Clock* clock = nullptr;
@@ -143,11 +165,11 @@ struct ModelIndexEntry {
   std::string reason;    // why UNAVAILABLE; for READY, why a newer load of it failed; or empty
 };
 
-class ModelManager {
+class ModelManager : private EnsembleHost {
  public:
   // Validates options (the repository must be an existing directory). Loads nothing yet.
   static StatusOr<std::unique_ptr<ModelManager>> Create(const ModelManagerOptions& options);
-  ~ModelManager();
+  ~ModelManager() override;
   ModelManager(const ModelManager&) = delete;
   ModelManager& operator=(const ModelManager&) = delete;
 
@@ -196,8 +218,9 @@ class ModelManager {
   void RequestUnload(const std::string& name, std::function<void(Status)> done);
 
   // Graceful shutdown, step 1: readiness turns false at once, new requests get UNAVAILABLE
-  // ("server is shutting down"), polling stops; requests already accepted keep running.
-  void BeginShutdown();
+  // ("server is shutting down"), polling stops, a load in progress is abandoned (its LoadModel
+  // returns UNAVAILABLE at once; later loads are refused); requests already accepted keep running.
+  void BeginShutdown() EXCLUDES(mu_);
   // Step 2: waits until every accepted request has had its callback, at most `timeout`. True when
   // none is left.
   bool WaitForIdle(std::chrono::milliseconds timeout) EXCLUDES(idle_mu_);
@@ -209,6 +232,10 @@ class ModelManager {
   // max_batch_size, unknown requested output → INVALID_ARGUMENT), then queues it. A full queue
   // answers UNAVAILABLE at once. `callback` is called exactly once (see inference.h).
   void Infer(std::unique_ptr<InferenceRequest> request, ResponseCallback callback);
+
+  // Loads abandoned (max_load_time, shutdown) whose work is still running, process-wide. A
+  // process that exits while one runs should leave with _exit: the work still uses the heap.
+  static int RunningLoads();
 
   bool IsLive() const EXCLUDES(mu_);  // true until destruction starts
   // True when every model in the repository has at least one READY version and the repository
@@ -257,16 +284,38 @@ class ModelManager {
   // Loads with `override` (model_loader.h); LoadModel's contract.
   Status LoadWith(const std::string& name, const LoadOverride& override)
       EXCLUDES(load_mu_, mu_);
+  // LoadWith's work once load_mu_ is held; `loading` are the models whose load is in progress on
+  // this thread (an ensemble loading its composing models first).
+  Status LoadLocked(const std::string& name, const LoadOverride& override,
+                    std::vector<std::string>* loading) REQUIRES(load_mu_) EXCLUDES(mu_);
+  // Loads the composing models of `name` (when its config is an ensemble) that are not loaded
+  // and are folders of the repository. Their failures only show in Index() and in the ensemble's
+  // own load error.
+  void LoadComposingModels(const std::string& name, const LoadOverride& override,
+                           std::vector<std::string>* loading) REQUIRES(load_mu_) EXCLUDES(mu_);
+  // Infer after the draining check: the lookup and the enqueue, counted in InFlight().
+  void InferAccepted(std::unique_ptr<InferenceRequest> request, ResponseCallback callback);
+  // EnsembleHost: the composing models of ensembles.
+  StatusOr<ModelSignature> StepSignature(const std::string& name,
+                                         int64_t version) const override;
+  void InferStep(std::unique_ptr<InferenceRequest> request, ResponseCallback callback) override;
   ModelLoadOptions LoadOptions() const;
+  // Runs the load on a thread of its own (AbandonableWork) and waits for it up to max_load_time or
+  // BeginShutdown; nullopt when it was abandoned.
+  std::optional<ModelLoad> RunLoad(const std::string& name,
+                                   const std::shared_ptr<const ModelState>& old,
+                                   const LoadOverride& override) REQUIRES(load_mu_) EXCLUDES(mu_);
 
   ModelManagerOptions options_;
   Clock* clock_;
-  std::unique_ptr<ModelCache> cache_;
+  std::shared_ptr<ModelCache> cache_;  // shared with loads, which may outlive the manager
   Mutex load_mu_ ACQUIRED_BEFORE(mu_);  // serializes LoadModel/UnloadModel
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<ModelState>> models_ GUARDED_BY(mu_);
   bool repository_loaded_ GUARDED_BY(mu_) = false;
   bool shutting_down_ GUARDED_BY(mu_) = false;
+  // The load LoadWith waits for (BeginShutdown abandons it); null when none.
+  std::shared_ptr<AbandonableWork<ModelLoad>> current_load_ GUARDED_BY(mu_);
   std::atomic<bool> draining_{false};  // BeginShutdown ran: reject new requests
   std::atomic<int64_t> in_flight_{0};
   Mutex idle_mu_;

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "serving/model_config.h"
+#include "serving/repository.h"
 
 namespace inferd::serving {
 namespace {
@@ -202,7 +203,10 @@ Status LoadLabels(const std::filesystem::path& model_dir, const inference::Model
                   ModelSignature* sig) {
   for (const auto& out : config.output()) {
     if (out.label_filename().empty()) continue;
-    std::ifstream in(model_dir / out.label_filename());
+    ASSIGN_OR_RETURN(const std::filesystem::path path,
+                     ResolveModelFile(model_dir, config.name(), "", out.label_filename(),
+                                      fmt::format("output '{}' label_filename", out.name())));
+    std::ifstream in(path);
     if (!in) {
       return InvalidArgument("output '{}': cannot read label_filename '{}'", out.name(),
                              out.label_filename());

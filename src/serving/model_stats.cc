@@ -65,6 +65,12 @@ void ModelStats::RecordRejected(FailureReason reason) {
   CountFailureLocked(reason, 0);
 }
 
+void ModelStats::RecordBatchSplit() {
+  if (paused()) return;
+  MutexLock l(&mu_);
+  ++batches_split_;
+}
+
 void ModelStats::CountFailureLocked(FailureReason reason, uint64_t ns) {
   ++failures_[reason];
   ++fail_.count;
@@ -109,6 +115,14 @@ void ModelStats::RecordExecution(int64_t rows, size_t requests, const BatchTimes
   batch_size_.Record(static_cast<double>(rows));
 }
 
+void ModelStats::RecordInference(int64_t rows) {
+  if (paused()) return;
+  MutexLock l(&mu_);
+  ++execution_count_;
+  inference_count_ += rows;
+  last_inference_ms_ = WallMillis();
+}
+
 ModelStatisticsSnapshot ModelStats::Snapshot() const {
   ModelStatisticsSnapshot s;
   {
@@ -116,6 +130,7 @@ ModelStatisticsSnapshot ModelStats::Snapshot() const {
     s.last_inference_ms = last_inference_ms_;
     s.inference_count = inference_count_;
     s.execution_count = execution_count_;
+    s.batches_split = batches_split_;
     s.success = success_;
     s.fail = fail_;
     s.queue = queue_;

@@ -69,6 +69,9 @@ struct ModelStatisticsSnapshot {
   HistogramSnapshot compute_us;  // batch assembly + Session::Run + split, µs
   HistogramSnapshot batch_size;  // rows per executed batch
   int64_t pending = 0;           // requests queued or executing now
+  // Merged batches that failed with INVALID_ARGUMENT and were re-run one request at a time, so
+  // that only the requests with bad data fail (ModelInstance).
+  uint64_t batches_split = 0;
 };
 
 using SteadyTime = std::chrono::steady_clock::time_point;
@@ -102,8 +105,14 @@ class ModelStats {
   void RecordRejected(FailureReason reason) EXCLUDES(mu_);
   // A request waited `ns` in the queue.
   void RecordQueue(uint64_t ns) EXCLUDES(mu_);
+  // A merged batch failed with INVALID_ARGUMENT and its requests are re-run one at a time.
+  void RecordBatchSplit() EXCLUDES(mu_);
   // One Session::Run of `rows` rows for `requests` requests.
   void RecordExecution(int64_t rows, size_t requests, const BatchTimes& times) EXCLUDES(mu_);
+
+  // An ensemble request of `rows` rows succeeded: one inference and execution counted, without
+  // the compute phases (its steps' models record those).
+  void RecordInference(int64_t rows) EXCLUDES(mu_);
 
   // Everything but name and version, which the caller fills in.
   ModelStatisticsSnapshot Snapshot() const EXCLUDES(mu_);
@@ -120,6 +129,7 @@ class ModelStats {
   uint64_t inference_count_ GUARDED_BY(mu_) = 0;
   uint64_t execution_count_ GUARDED_BY(mu_) = 0;
   uint64_t success_requests_ GUARDED_BY(mu_) = 0;
+  uint64_t batches_split_ GUARDED_BY(mu_) = 0;
   DurationStat success_ GUARDED_BY(mu_), fail_ GUARDED_BY(mu_), queue_ GUARDED_BY(mu_);
   DurationStat compute_input_ GUARDED_BY(mu_), compute_infer_ GUARDED_BY(mu_),
       compute_output_ GUARDED_BY(mu_);

@@ -10,6 +10,7 @@
 #include "batching/batch_scheduler.h"
 #include "common/mutex.h"
 #include "serving/model_config.h"
+#include "serving/processing_models.h"
 #include "serving/warmup.h"
 
 namespace inferd::serving {
@@ -55,6 +56,26 @@ SessionOptions SessionOptionsFor(const inference::ModelConfig& config, int threa
   return so;
 }
 
+// The version's session: a processing model's graph built from its config (no file, nothing to
+// cache or optimize), else the model file through the compiled-model cache.
+StatusOr<std::unique_ptr<Session>> CreateVersionSession(const fs::path& model_path,
+                                                        const inference::ModelConfig& config,
+                                                        const ModelVersionOptions& options,
+                                                        int threads, bool* cache_hit) {
+  SessionOptions so = SessionOptionsFor(config, threads);
+  if (!IsProcessingModel(config)) return options.cache->CreateSession(model_path, so, cache_hit);
+  ASSIGN_OR_RETURN(Model model,
+                   BuildProcessingModel(config, model_path.parent_path().parent_path()));
+  so.optimization_level = OptimizationLevel::kNone;
+  return Session::Create(std::move(model), so);
+}
+
+// DEADLINE_EXCEEDED once the load was abandoned: checked between stages.
+Status CheckNotAbandoned(const ModelVersionOptions& o, const char* before) {
+  if (o.abandoned == nullptr || !o.abandoned->load()) return Status::Ok();
+  return DeadlineExceeded("the load was abandoned before {}", before);
+}
+
 }  // namespace
 
 StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Create(const std::string& name,
@@ -63,12 +84,16 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Create(const std::string& 
                                                              std::string fingerprint,
                                                              inference::ModelConfig config,
                                                              const ModelVersionOptions& options) {
+  if (config.platform() == "ensemble") {
+    return CreateEnsemble(name, version, model_path, std::move(fingerprint), std::move(config),
+                          options);
+  }
   const Parallelism par = ResolveParallelism(config, options);
   const auto t0 = std::chrono::steady_clock::now();
   bool cache_hit = false;
-  auto session =
-      options.cache->CreateSession(model_path, SessionOptionsFor(config, par.threads), &cache_hit);
+  auto session = CreateVersionSession(model_path, config, options, par.threads, &cache_hit);
   if (!session.ok()) return session.status();
+  RETURN_IF_ERROR(CheckNotAbandoned(options, "warmup"));
   const double build_ms = MsSince(t0);
   std::shared_ptr<ModelVersion> v(new ModelVersion());
   v->fingerprint_ = std::move(fingerprint);
@@ -85,11 +110,16 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Create(const std::string& 
   v->config_ = std::make_shared<const inference::ModelConfig>(std::move(config));
   malloc_trim(0);  // loading's temporaries are gone; trimming after warmup would undo it
   const auto t1 = std::chrono::steady_clock::now();
-  RETURN_IF_ERROR(WarmupSession(*v->session_, *v->config_, v->signature_,
-                                model_path.parent_path().parent_path(), par.instances));
+  const bool warmup = DefaultWarmupRuns(*v->config_) || v->config_->model_warmup_size() > 0;
+  if (warmup) {
+    RETURN_IF_ERROR(WarmupSession(*v->session_, *v->config_, v->signature_,
+                                  model_path.parent_path().parent_path(), par.instances,
+                                  WarmupLimits{options.max_warmup_bytes, options.abandoned}));
+  }
   const double warmup_ms = MsSince(t1);
+  RETURN_IF_ERROR(CheckNotAbandoned(options, "starting the scheduler"));
   RETURN_IF_ERROR(v->StartScheduler(par.instances, *options.clock));
-  v->WarmupWorkers(par.instances);
+  if (DefaultWarmupRuns(*v->config_)) v->WarmupWorkers(par.instances, options.max_warmup_bytes);
   const auto& c = *v->config_;
   spdlog::info(
       "loaded model '{}' version {} ({} instance(s) × {} thread(s), max_batch_size {}{}; "
@@ -97,6 +127,26 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Create(const std::string& 
       name, version, par.instances, par.threads, c.max_batch_size(),
       c.has_dynamic_batching() ? ", dynamic batching" : "", build_ms,
       options.cache->enabled() ? (cache_hit ? " from cache" : " (cache miss)") : "", warmup_ms);
+  return v;
+}
+
+StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::CreateEnsemble(
+    const std::string& name, int64_t version, const fs::path& model_path, std::string fingerprint,
+    inference::ModelConfig config, const ModelVersionOptions& options) {
+  if (options.ensembles == nullptr) return FailedPrecondition("ensembles cannot be loaded here");
+  if (config.name().empty()) config.set_name(name);
+  if (config.name() != name) {
+    return InvalidArgument("config name '{}' does not match the model folder '{}'", config.name(),
+                           name);
+  }
+  std::shared_ptr<ModelVersion> v(new ModelVersion());
+  v->fingerprint_ = std::move(fingerprint);
+  ASSIGN_OR_RETURN(v->signature_, BuildSignature(name, version, config, {}, {}));
+  RETURN_IF_ERROR(LoadLabels(model_path.parent_path().parent_path(), config, &v->signature_));
+  ASSIGN_OR_RETURN(v->ensemble_, Ensemble::Create(v->signature_, config, *options.ensembles));
+  v->config_ = std::make_shared<const inference::ModelConfig>(std::move(config));
+  spdlog::info("loaded ensemble '{}' version {} ({} step(s), max_batch_size {})", name, version,
+               v->config_->ensemble_scheduling().step_size(), v->config_->max_batch_size());
   return v;
 }
 
@@ -136,10 +186,11 @@ Status ModelVersion::StartScheduler(int instances, Clock& clock) {
 void ModelVersion::Enqueue(std::unique_ptr<InferenceRequest> request, ResponseCallback callback) {
   auto rows = ValidateRequest(signature_, *request);
   if (!rows.ok()) {
-    stats_.RecordRejected(FailureReason::kInvalidInput);
+    (ensemble_ ? ensemble_->stats() : stats_).RecordRejected(FailureReason::kInvalidInput);
     callback(rows.status(), EmptyResponse(signature_, *request));
     return;
   }
+  if (ensemble_) return ensemble_->Run(std::move(request), *rows, std::move(callback));
   auto task = std::make_unique<InferTask>();
   task->rows = *rows;
   task->enqueued = std::chrono::steady_clock::now();
@@ -158,15 +209,24 @@ void ModelVersion::Enqueue(std::unique_ptr<InferenceRequest> request, ResponseCa
   FailTask(signature_, stats_, *task, reason, std::move(s));
 }
 
-// Best effort: a failure is only logged (WarmupSession already ran the model).
-void ModelVersion::WarmupWorkers(int instances) {
+// Best effort: a failure is only logged (WarmupSession already ran the model). Each request is a
+// whole batch (max_batch_size rows), which the scheduler dispatches at once: batch-1 requests
+// would wait out max_queue_delay (a 5 s delay made every load take 5 s).
+void ModelVersion::WarmupWorkers(int instances, uint64_t max_bytes) {
+  const int64_t rows = signature_.batching() ? std::max(1, signature_.max_batch_size) : 1;
+  if (ZeroRequestBytes(signature_, rows) > max_bytes) {
+    spdlog::debug("worker warmup of '{}' skipped: a batch of {} is over the warmup byte limit",
+                  name(), rows);
+    return;
+  }
   stats_.set_paused(true);  // warmup requests are not requests
   Mutex mu;
   CondVar done;
   int left = std::max(1, instances);  // guarded by mu
   for (int i = 0, n = left; i < n; ++i) {
     auto task = std::make_unique<InferTask>();
-    task->request = ZeroRequest(signature_);
+    task->request = ZeroRequest(signature_, rows);
+    task->rows = rows;
     task->enqueued = std::chrono::steady_clock::now();
     task->callback = [&](Status s, InferenceResponse) {
       if (!s.ok()) spdlog::debug("worker warmup of '{}': {}", name(), s.message());
@@ -183,7 +243,7 @@ void ModelVersion::WarmupWorkers(int instances) {
 }
 
 ModelStatisticsSnapshot ModelVersion::Statistics() const {
-  ModelStatisticsSnapshot s = stats_.Snapshot();
+  ModelStatisticsSnapshot s = ensemble_ ? ensemble_->Statistics() : stats_.Snapshot();
   s.name = name();
   s.version = version();
   return s;

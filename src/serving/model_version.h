@@ -14,6 +14,7 @@
 // is immutable after Create.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -24,6 +25,7 @@
 #include "common/status.h"
 #include "model_config.pb.h"
 #include "session/session.h"
+#include "serving/ensemble.h"
 #include "serving/inference.h"
 #include "serving/model_cache.h"
 #include "serving/model_instance.h"
@@ -46,6 +48,13 @@ struct ModelVersionOptions {
   int default_instance_count = 0;     // 0: 1 instance without instance_group
   int threads_per_instance = 0;       // 0: total_threads / instances
   int autocomplete_max_batch_size = 8;
+  // Most bytes of input one warmup sample may hold (ModelManagerOptions::max_warmup_bytes).
+  uint64_t max_warmup_bytes = uint64_t{1} << 30;
+  // Set when the load was abandoned (its deadline passed, or shutdown): Create stops at the next
+  // stage or warmup run with DEADLINE_EXCEEDED. nullptr: never. Outlives Create.
+  const std::atomic<bool>* abandoned = nullptr;
+  // Serves ensembles' composing models (the manager); required to load an ensemble.
+  EnsembleHost* ensembles = nullptr;
 };
 
 class ModelVersion {
@@ -53,6 +62,9 @@ class ModelVersion {
   // Loads `model_path` as version `version` of model `name` with `config` (parsed and validated
   // standalone; completed here against the model). `fingerprint` is the version folder's at the
   // time it was read. Any failure (model file, config against the model, warmup) is returned.
+  // A config with platform "ensemble" makes an ensemble version (ensemble.h): no session, no
+  // scheduler; `model_path` only locates label files; its composing models must be served by
+  // options.ensembles already.
   static StatusOr<std::shared_ptr<ModelVersion>> Create(const std::string& name, int64_t version,
                                                         const std::filesystem::path& model_path,
                                                         std::string fingerprint,
@@ -78,9 +90,13 @@ class ModelVersion {
 
  private:
   ModelVersion() = default;
+  static StatusOr<std::shared_ptr<ModelVersion>> CreateEnsemble(
+      const std::string& name, int64_t version, const std::filesystem::path& model_path,
+      std::string fingerprint, inference::ModelConfig config, const ModelVersionOptions& options);
   Status StartScheduler(int instances, Clock& clock);
-  // Gives each scheduler worker one request, so its thread-local state is warm.
-  void WarmupWorkers(int instances);
+  // Gives each scheduler worker one request, so its thread-local state is warm. The requests fill
+  // a whole batch, so no queue delay holds them back.
+  void WarmupWorkers(int instances, uint64_t max_bytes);
 
   std::string fingerprint_;
   std::shared_ptr<const inference::ModelConfig> config_;
@@ -92,6 +108,9 @@ class ModelVersion {
   // before scheduler_ drains, destroyed after it.
   std::unique_ptr<SequenceBatcher> sequences_;
   std::unique_ptr<batching::BatchScheduler<InferTask>> scheduler_;  // destroyed first
+  // An ensemble version's dataflow (then session_, instances_ and scheduler_ are empty). Shared
+  // with its requests in flight, which may outlive the version.
+  std::shared_ptr<Ensemble> ensemble_;
 };
 
 }  // namespace inferd::serving

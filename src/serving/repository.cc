@@ -1,8 +1,10 @@
 #include "serving/repository.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -61,11 +63,103 @@ std::string FolderFingerprint(const fs::path& dir) {
 }
 
 bool ReadRepositoryFile(const fs::path& path, std::string* bytes) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;  // checked before opening: a FIFO blocks
   std::ifstream f(path, std::ios::binary);
   std::stringstream ss;
   ss << f.rdbuf();
   *bytes = ss.str();
   return static_cast<bool>(f) || f.eof();
+}
+
+namespace {
+
+// True when `file` lies strictly below `root` (both already resolved).
+bool IsStrictlyInside(const fs::path& root, const fs::path& file) {
+  auto [r, f] = std::mismatch(root.begin(), root.end(), file.begin(), file.end());
+  // weakly_canonical may keep a trailing empty component on `root` ("a/b/"): it matches anything.
+  return (r == root.end() || (std::next(r) == root.end() && r->empty())) && f != file.end();
+}
+
+const char* FileKind(fs::file_type t) {
+  switch (t) {
+    case fs::file_type::directory: return "a directory";
+    case fs::file_type::fifo: return "a FIFO";
+    case fs::file_type::character: return "a character device";
+    case fs::file_type::block: return "a block device";
+    case fs::file_type::socket: return "a socket";
+    default: return "not a regular file";
+  }
+}
+
+}  // namespace
+
+StatusOr<fs::path> ResolveModelFile(const fs::path& model_dir, std::string_view name,
+                                    const fs::path& within, const fs::path& relative,
+                                    std::string_view what) {
+  // An absolute path is the operator's and may name the repository: it is not repeated.
+  const std::string shown = relative.is_absolute()
+                                ? std::string("(an absolute path)")
+                                : fmt::format("{}/{}", name, relative.generic_string());
+  const std::string shown_root =
+      within.empty() ? std::string(name) : fmt::format("{}/{}", name, within.generic_string());
+  if (relative.empty()) return InvalidArgument("{}: the file name is empty", what);
+  std::error_code ec;
+  const fs::path root = fs::weakly_canonical(model_dir / within, ec);
+  if (ec) return NotFound("{}: folder '{}' cannot be resolved: {}", what, shown_root, ec.message());
+  // An absolute `relative` replaces model_dir here, and is then outside it.
+  const fs::path file = fs::weakly_canonical(model_dir / relative, ec);
+  if (ec) return NotFound("{} '{}' cannot be resolved: {}", what, shown, ec.message());
+  if (relative.is_absolute() || !IsStrictlyInside(root, file)) {
+    return InvalidArgument("{} '{}' is outside the folder '{}' (absolute paths, '..' and "
+                           "symlinks leading out are refused)",
+                           what, shown, shown_root);
+  }
+  const fs::file_status st = fs::status(file, ec);
+  if (st.type() == fs::file_type::not_found) {
+    return NotFound("{} '{}' does not exist", what, shown);
+  }
+  if (ec) return InvalidArgument("{} '{}' cannot be read: {}", what, shown, ec.message());
+  if (st.type() != fs::file_type::regular) {
+    return InvalidArgument("{} '{}' is {}, not a regular file", what, shown, FileKind(st.type()));
+  }
+  return file;
+}
+
+namespace {
+
+bool IsPathChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ||
+         c == '/' || c == '~';
+}
+
+void ReplacePathStart(std::string* message, std::string from, std::string_view to) {
+  if (from.empty() || from == "./" || from == "/") return;
+  for (size_t pos = message->find(from); pos != std::string::npos;
+       pos = message->find(from, pos)) {
+    if (pos > 0 && IsPathChar((*message)[pos - 1])) {
+      pos += from.size();
+      continue;
+    }
+    message->replace(pos, from.size(), to);
+    pos += to.size();
+  }
+}
+
+}  // namespace
+
+std::string HidePath(std::string message, const fs::path& dir, std::string_view shown_as) {
+  const std::string to = shown_as.empty() ? std::string() : std::string(shown_as) + "/";
+  std::string given = dir.string();
+  while (given.size() > 1 && given.back() == '/') given.pop_back();
+  std::error_code ec;
+  std::string resolved = fs::weakly_canonical(dir, ec).string();
+  while (resolved.size() > 1 && resolved.back() == '/') resolved.pop_back();
+  // The longer first, so that one being a prefix of the other leaves no remnant.
+  if (resolved.size() < given.size()) std::swap(resolved, given);
+  if (!ec) ReplacePathStart(&message, resolved + "/", to);
+  ReplacePathStart(&message, given + "/", to);
+  return message;
 }
 
 std::vector<int64_t> ListVersionFolders(const fs::path& model_dir) {

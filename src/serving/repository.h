@@ -42,8 +42,30 @@ std::vector<std::string> ListModelFolders(const std::filesystem::path& repositor
 std::string FolderFingerprint(const std::filesystem::path& dir);
 
 // Reads the whole file at `path` (config.pbtxt, warmup data) into *bytes; false when it cannot be
-// read.
+// read or is not a regular file (a FIFO or device would block the reader).
 bool ReadRepositoryFile(const std::filesystem::path& path, std::string* bytes);
+
+// The one check of every file a model's load reads from its folder (the model file, config.pbtxt,
+// labels, warmup data; ONNX external data is confined to the model file's folder by graph/onnx_io
+// itself): the file `model_dir / relative` (`relative` as the config or the layout names it) is
+// resolved with symlinks followed and `..` applied (weakly_canonical) and must lie strictly inside
+// `model_dir / within` (resolved likewise; "" = the model folder, "1" = version 1's folder) and be
+// a regular file, checked before it is opened. So `../../other/1/model.onnx`, an absolute path or
+// a symlink to /etc/passwd is refused, and a FIFO, device or folder never blocks a load.
+// Messages name the file as `<name>/<relative>`, never model_dir's absolute path: NOT_FOUND when it
+// does not exist, INVALID_ARGUMENT when it is outside or not a regular file. `what` names the
+// config field or role ("default_model_filename", "label_filename").
+StatusOr<std::filesystem::path> ResolveModelFile(const std::filesystem::path& model_dir,
+                                                 std::string_view name,
+                                                 const std::filesystem::path& within,
+                                                 const std::filesystem::path& relative,
+                                                 std::string_view what);
+
+// `message` with every occurrence of the folder `dir` (as given and resolved, followed by '/')
+// replaced by `shown_as` + '/' ("" drops it): error texts name files relative to the repository
+// and never reveal its absolute path. Only whole path starts are replaced.
+std::string HidePath(std::string message, const std::filesystem::path& dir,
+                     std::string_view shown_as);
 
 // The version folders of `model_dir` (names of 1 to 18 digits, value >= 1), ascending.
 std::vector<int64_t> ListVersionFolders(const std::filesystem::path& model_dir);

@@ -37,6 +37,31 @@ inline void WriteAddModel(const std::filesystem::path& path) {
   ASSERT_TRUE(SaveOnnxModel(m, path).ok());
 }
 
+// y = op(x) (a unary ONNX op: "Neg", "Identity", "Relu", ...), x: FP32 [batch, seq].
+inline void WriteUnaryModel(const std::filesystem::path& path, const std::string& op) {
+  Model m;
+  m.opsets[""] = 13;
+  m.graph.name = op;
+  m.graph.inputs.push_back(FloatInfo("x", {Dim{-1, "batch"}, Dim{-1, "seq"}}));
+  m.graph.outputs.push_back(FloatInfo("y", {Dim{-1, "batch"}, Dim{-1, "seq"}}));
+  m.graph.AddNode(op, {"x"}, {"y"}, "op");
+  std::filesystem::create_directories(path.parent_path());
+  ASSERT_TRUE(SaveOnnxModel(m, path).ok());
+}
+
+// sum = a + b, FP32 [batch, seq].
+inline void WriteSumModel(const std::filesystem::path& path) {
+  Model m;
+  m.opsets[""] = 13;
+  m.graph.name = "sum";
+  m.graph.inputs.push_back(FloatInfo("a", {Dim{-1, "batch"}, Dim{-1, "seq"}}));
+  m.graph.inputs.push_back(FloatInfo("b", {Dim{-1, "batch"}, Dim{-1, "seq"}}));
+  m.graph.outputs.push_back(FloatInfo("sum", {Dim{-1, "batch"}, Dim{-1, "seq"}}));
+  m.graph.AddNode("Add", {"a", "b"}, {"sum"}, "add");
+  std::filesystem::create_directories(path.parent_path());
+  ASSERT_TRUE(SaveOnnxModel(m, path).ok());
+}
+
 inline void WriteFile(const std::filesystem::path& p, const std::string& text) {
   std::filesystem::create_directories(p.parent_path());
   std::ofstream(p) << text;

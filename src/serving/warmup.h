@@ -6,6 +6,7 @@
 // fails the load; the default one only logs (zeros may not be valid input for every model).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -23,13 +24,28 @@ namespace inferd::serving {
 // variable dims are 1. String (BYTES) inputs hold "0". The spec's reshape is not applied.
 Tensor ZeroInput(const ModelSignature& signature, const InputSpec& spec, int64_t batch);
 
-// A batch-1 request of zeros for every input: what each scheduler worker runs once.
-std::unique_ptr<InferenceRequest> ZeroRequest(const ModelSignature& signature);
+// A request of zeros with `batch` rows for every input: what each scheduler worker runs once.
+std::unique_ptr<InferenceRequest> ZeroRequest(const ModelSignature& signature, int64_t batch = 1);
+
+// Bytes of a tensor of `dtype` and `shape` (strings counted as 32 bytes each), computed without
+// overflow: UINT64_MAX when it does not fit. Negative dims count as 1.
+uint64_t TensorBytes(DataType dtype, const Shape& shape);
+// Bytes of ZeroRequest(signature, batch).
+uint64_t ZeroRequestBytes(const ModelSignature& signature, int64_t batch);
+
+struct WarmupLimits {
+  // Most bytes of input one warmup sample may hold, checked before anything is allocated: a
+  // config warmup over it fails the load naming it; a default warmup step over it is skipped.
+  uint64_t max_bytes = uint64_t{1} << 30;
+  // Set when the load is abandoned: warmup stops before its next run (DEADLINE_EXCEEDED).
+  const std::atomic<bool>* abandoned = nullptr;
+};
 
 // Runs the warmup plans on `session` from `instances` threads at once, as they will serve.
-// `model_dir` holds the warmup/ folder that input_data_file names are relative to.
+// `model_dir` holds the warmup/ folder that input_data_file names are relative to (each file must
+// lie inside it: repository.h's ResolveModelFile).
 Status WarmupSession(const Session& session, const inference::ModelConfig& config,
                      const ModelSignature& signature, const std::filesystem::path& model_dir,
-                     int instances);
+                     int instances, const WarmupLimits& limits = {});
 
 }  // namespace inferd::serving

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common/status.h"
+#include "tools/batch_command.h"
 #include "tools/bench_cli.h"
 #include "tools/inspect_command.h"
 #include "tools/optimize_command.h"
@@ -85,6 +86,9 @@ int Main(int argc, char** argv) {
   inferd::tools::BenchCliOptions bench;  // engine mode (--model FILE) or server mode (--url)
   CLI::App* bench_cmd = inferd::tools::AddBenchSubcommand(app, &bench);
 
+  inferd::tools::BatchCommandOptions batch;
+  CLI::App* batch_cmd = inferd::tools::AddBatchSubcommand(app, &batch);
+
   // Registered so `inferd --help` shows the planned interface; each exits with an error for now.
   const char* planned[][2] = {
   };
@@ -126,6 +130,7 @@ int Main(int argc, char** argv) {
     return Report(inferd::tools::QuantizeModelCommand(quantize, std::cout));
   }
   if (serve_cmd->parsed()) return Report(inferd::tools::ServeCommand(serve));
+  if (batch_cmd->parsed()) return Report(inferd::tools::BatchCommand(batch, std::cerr));
   if (bench_cmd->parsed()) return Report(inferd::tools::RunBench(bench, std::cout, std::cerr));
   if (inspect_cmd->parsed()) {
     return Report(inferd::tools::InspectModelCommand(inspect_model, std::cout));

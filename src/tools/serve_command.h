@@ -29,6 +29,29 @@ struct ServeOptions {
   std::vector<std::string> load_models;     // explicit mode: models loaded at start ("*" = all)
   int exit_timeout_secs = 30;               // shutdown: how long accepted requests may take
   std::string cache_dir;                    // compiled-model cache folder; "" = none
+  // gRPC limits, restricted API and TLS (docs/serving.md, "Limits" and "Restricted API").
+  int grpc_max_concurrent_streams = 100;         // HTTP/2 streams per connection
+  int grpc_max_streams = 64;                     // ModelStreamInfer streams on the server
+  int grpc_max_stream_pending_responses = 16;    // unwritten responses per stream
+  int grpc_max_connection_idle_secs = 300;       // GOAWAY to idle connections; 0 = never
+  bool grpc_accept_compressed_requests = false;  // gzip/deflate messages (see GrpcServerOptions)
+  bool grpc_http2_bdp_probe = false;             // grow flow-control windows (GrpcServerOptions)
+  std::vector<std::string> http_restricted_api;       // "cat,cat:header=value", repeatable
+  std::vector<std::string> grpc_restricted_protocol;  // "cat,cat:key=value", repeatable
+  bool grpc_use_ssl = false;
+  std::string grpc_server_cert, grpc_server_key, grpc_root_cert;  // PEM files
+  // Serving limits (hserve; docs/serving.md, "Limits (serving)").
+  int max_load_time_secs = 300;              // one model's load; past it the load fails
+  std::string max_warmup_bytes = "1GiB";     // input bytes of one warmup sample
+  // HTTP limits (docs/serving.md, "Limits"; server::HttpServerOptions).
+  int http_max_connections = 1024;
+  double http_header_timeout_secs = 30;
+  double http_body_timeout_secs = 60;
+  double http_idle_timeout_secs = 60;
+  std::string http_max_header_bytes = "64KiB";
+  int http_max_headers = 100;
+  std::string http_max_uri_bytes = "8KiB";
+  std::string http_max_inflight_bytes = "512MiB";
 };
 
 // Registers the `serve` subcommand and its flags on `app`, filling `options` when parsed.

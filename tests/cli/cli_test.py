@@ -166,6 +166,12 @@ def main():
     # exist, reject the missing arguments (exit 2): either way one error line, no crash.
     for sub in ["serve", "optimize", "quantize", "bench"]:
         expect_error(f"{sub} without arguments", [sub], code=(1, 2))
+    # Serving limits (issue 15): a bad value is refused before anything starts.
+    expect_error("serve --max-load-time-secs 0",
+                 ["serve", "--model-repository", d, "--max-load-time-secs", "0"],
+                 "--max-load-time-secs", code=2)
+    expect_error("serve --max-warmup-bytes 0",
+                 ["serve", "--model-repository", d, "--max-warmup-bytes", "0"], "size", code=1)
     # Usage errors exit with 2.
     expect_error("no subcommand", [], code=2)
     expect_error("unknown subcommand", ["frobnicate"], "frobnicate", code=2)

@@ -17,7 +17,9 @@ It fails (exit 1, one line per problem) when
    a cycle papered over by repeating libraries), or includes a folder whose library it does not
    link directly;
 4. a test file includes a folder whose library is not in its test binary's link closure;
-5. a binary given to --no-dnnl-onnx has oneDNN or libonnx in its link closure or in `ldd`.
+5. a binary given to --no-dnnl-onnx has oneDNN or libonnx in its link closure or in `ldd`;
+6. a file outside its folder includes a confined external header (CONFINED_HEADERS: libjpeg and
+   libpng only in src/kernels/cpu/image).
 
 Changing the layering means changing ALLOWED here and the folder's paragraph in ARCHITECTURE.md.
 """
@@ -48,7 +50,8 @@ ALLOWED = {
                "model_config_proto"},
     "genserve": {"server", "serving", "generation", "common", "model_config_proto"},
     "loadgen": {"common", "grpc_proto"},
-    "tools": {"genserve", "server", "serving", "loadgen", "quantize", "session", "optimizer", "kernels/cpu",
+    "batchjob": {"serving", "common"},
+    "tools": {"batchjob", "genserve", "server", "serving", "loadgen", "quantize", "session", "optimizer", "kernels/cpu",
               "runtime", "graph", "common", "batching", "grpc_proto", "model_config_proto"},
 }
 
@@ -68,6 +71,7 @@ TARGET = {
     "server": "inferd_server",
     "genserve": "inferd_genserve",
     "loadgen": "inferd_loadgen",
+    "batchjob": "inferd_batchjob",
     "tools": "inferd_tools_lib",
     "model_config_proto": "inferd_model_config_proto",
     "grpc_proto": "inferd_grpc_proto",
@@ -88,6 +92,12 @@ HEAVY_TARGETS = {"DNNL::dnnl", "onnx", "onnx_proto"}
 HEAVY_SONAMES = re.compile(r"lib(dnnl|onnx|onnx_proto)\.so")
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+# External headers only one folder may include (the library is linked for it): header -> folder
+# under src/. The image codecs stay in their kernel family (kernels/cpu/image/image_codec.h).
+CONFINED_HEADERS = {"jpeglib.h": "kernels/cpu/image", "jerror.h": "kernels/cpu/image",
+                    "png.h": "kernels/cpu/image"}
+SYSTEM_INCLUDE = re.compile(r'^\s*#\s*include\s+<([^>]+)>', re.M)
 
 
 def folder_of(rel: str):
@@ -118,6 +128,17 @@ def scan_includes(src: pathlib.Path):
             if dep is not None and dep != folder:
                 deps.setdefault(dep, []).append(rel)
     return prod, tests
+
+
+def check_confined_headers(src: pathlib.Path, problems):
+    for path in sorted(src.rglob("*")):
+        if path.suffix not in (".h", ".cc") or not path.is_file():
+            continue
+        rel = path.relative_to(src).as_posix()
+        for inc in SYSTEM_INCLUDE.findall(path.read_text(errors="replace")):
+            home = CONFINED_HEADERS.get(inc)
+            if home is not None and not rel.startswith(home + "/"):
+                problems.append(f"src/{rel} includes <{inc}>, which only src/{home} may use")
 
 
 def read_link_graph(path: pathlib.Path):
@@ -258,6 +279,7 @@ def main():
     problems = []
     prod, tests = scan_includes(args.source_dir / "src")
     check_sources(prod, problems)
+    check_confined_headers(args.source_dir / "src", problems)
     links = read_link_graph(args.link_graph)
     check_links(prod, tests, links, problems)
     check_extra_tests(args.source_dir, links, problems)

@@ -64,19 +64,20 @@ class Server:
     """`inferd serve` on free loopback ports; `http`, `grpc` and `metrics` are its addresses.
 
     The defaults are the KServe tests' server; `args` replaces the flags after the ports, and
-    grpc=False turns the gRPC port off (then `grpc` stays None)."""
+    grpc=False turns the gRPC port off (then `grpc` stays None); preexec_fn runs in the child
+    before exec (e.g. to lower its descriptor limit)."""
 
     KSERVE_ARGS = ["--max-request-bytes", "1MiB", "--threads", "1", "--id", "triton"]
 
     def __init__(self, inferd, repo, log_path, args=None, grpc=True, start_timeout=60,
-                 stop_timeout=20):
+                 stop_timeout=20, preexec_fn=None):
         self.log = open(log_path, "w")
         self.stop_timeout = stop_timeout
         self.proc = subprocess.Popen(
             [inferd, "serve", "--model-repository", repo, "--http-port", "0",
              "--grpc-port", "0" if grpc else "-1", "--metrics-port", "0"] +
             (self.KSERVE_ARGS if args is None else args),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=preexec_fn)
         self.http = self.grpc = self.metrics = None
         deadline = time.time() + start_timeout
         lines = []

@@ -19,6 +19,7 @@ class CpuExecutionProvider final : public ExecutionProvider {
     cpu::RegisterFusedKernels(registry_);
     cpu::RegisterAttentionKernels(registry_);
     cpu::RegisterTextKernels(registry_);
+    cpu::RegisterImageKernels(registry_);
   }
   std::string_view Name() const override { return "cpu"; }
   const KernelRegistry& Registry() const override { return registry_; }

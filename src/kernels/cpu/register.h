@@ -18,5 +18,6 @@ void RegisterControlFlowKernels(KernelRegistry& r);      // controlflow/: If, Lo
 void RegisterFusedKernels(KernelRegistry& r);            // fused/: ai.inferd ops (optimizer)
 void RegisterAttentionKernels(KernelRegistry& r);        // attention/: ai.inferd.PagedAttention
 void RegisterTextKernels(KernelRegistry& r);             // text/: StringNormalizer
+void RegisterImageKernels(KernelRegistry& r);            // image/: decode/resize/crop, top-k
 
 }  // namespace inferd::cpu

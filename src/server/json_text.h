@@ -1,0 +1,24 @@
+// Text that goes into JSON replies: JSON is UTF-8 text, so every string the server writes is
+// valid UTF-8 (invalid bytes from a model's BYTES output, a label file or an echoed name become
+// U+FFFD), and error messages never show where the model repository lives on disk.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace inferd::server {
+
+// Whether `s` is well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, <= U+10FFFF).
+bool IsValidUtf8(std::string_view s);
+
+// `s` with each byte that does not start a well-formed sequence replaced by U+FFFD; `s` itself
+// when it is valid (the common case costs one scan and one copy).
+std::string ToValidUtf8(std::string_view s);
+
+// `message` with the repository's location taken out: "<root>/m/1/model.onnx" becomes
+// "m/1/model.onnx" and "<root>" alone "<model repository>", for each spelling in `roots` (as
+// given, absolute, canonical). Empty roots are ignored.
+std::string RedactRepositoryPath(std::string_view message, const std::vector<std::string>& roots);
+
+}  // namespace inferd::server
