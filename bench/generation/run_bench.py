@@ -424,8 +424,9 @@ def prefix_cache(o, model_dir, cfg):
 def memory_check(o, model_dir, cfg, bpt):
     """A KV budget of --memory-kv-seqs longest sequences under --memory-requests concurrent ones:
     every request must complete (preemptions counted), RSS sampled while it runs."""
+    out_len = o.memory_output_len or o.output_len
     max_in = int(o.input_len.split(":")[-1])
-    max_out = int(o.output_len.split(":")[-1])
+    max_out = int(out_len.split(":")[-1])
     block = 16
     block_bytes = 2 * cfg["num_hidden_layers"] * cfg.get("num_key_value_heads", cfg["num_attention_heads"]) \
         * block * (cfg["hidden_size"] // cfg["num_attention_heads"]) * 4
@@ -456,7 +457,7 @@ def memory_check(o, model_dir, cfg, bpt):
         sampler.start()
         r = gen_bench(o, srv.url, o.model, cfg["vocab_size"],
                       ["--concurrency-range", o.memory_requests, "--num-prompts", o.memory_requests,
-                       "--input-len", o.input_len, "--output-len", o.output_len], "memory")[0]
+                       "--input-len", o.input_len, "--output-len", out_len], "memory")[0]
         stop.set()
         sampler.join()
         weights = weight_bytes_total(model_dir)
@@ -501,6 +502,8 @@ def main(argv=None):
     ap.add_argument("--memory-kv-seqs", type=int, default=4,
                     help="KV budget of the memory check, in longest sequences of the trace")
     ap.add_argument("--memory-requests", type=int, default=16)
+    ap.add_argument("--memory-output-len", default="",
+                    help="output lengths of the memory check (default: --output-len)")
     ap.add_argument("--only",
                     default="bandwidth,llama,inferd,naive,serving,stages,prefix,memory",
                     help="sections to run (comma-separated)")
@@ -515,6 +518,7 @@ def main(argv=None):
         o.input_len, o.output_len = "32:64", "8:16"
         o.inferd_rates, o.naive_rates, o.fixed_rate = "1:2:1", "0.5:0.5:1", 1.0
         o.prefix_prompts, o.memory_requests, o.memory_kv_seqs = 2, 6, 2
+        o.memory_output_len = o.memory_output_len or "32:48"  # long enough to grow into new blocks
     Path(o.out).mkdir(parents=True, exist_ok=True)
     model_dir = ensure_model(o.models_dir, o.model)
     R = {"model": o.model, "threads": o.threads, "streams": o.streams, "cpu": cpu_name()}
