@@ -6,6 +6,7 @@
 
 #include "serving/ensemble.h"
 #include "serving/model_config.h"
+#include "serving/processing_models.h"
 #include "serving/repository.h"
 
 namespace inferd::serving {
@@ -58,7 +59,8 @@ void LoadOrKeepVersion(const ModelState* old, const inference::ModelConfig& conf
   }
   const std::string folder = std::to_string(v);
   auto loaded = [&]() -> StatusOr<std::shared_ptr<ModelVersion>> {
-    if (config.platform() == "ensemble") {  // no model file: the path only locates label files
+    // Ensembles and processing models have no model file: the path only locates label files.
+    if (config.platform() == "ensemble" || IsProcessingModel(config)) {
       return ModelVersion::Create(model->name, v, dir / folder / file, std::move(fingerprint),
                                   config, options.versions);
     }
