@@ -342,20 +342,37 @@ def case_sigterm(args):
     expect(len(by_source(read_records(out))) == args.items, "records after resume")
 
 
-def case_resume(args):
-    inputs = os.path.join(args.work, "resume_inputs")
-    if not os.path.isdir(inputs):
-        write_inputs(inputs, args.items, seed=3)
+def resume_reference(args, inputs, n):
+    """Writes n inputs and runs them uninterrupted; returns (records by source, seconds, rate)."""
+    if os.path.isdir(inputs):
+        shutil.rmtree(inputs)
+    write_inputs(inputs, n, seed=3)
     ref = os.path.join(args.work, "resume_ref.jsonl")
-    if os.path.exists(ref):
-        os.remove(ref)
     ref_stats = os.path.join(args.work, "resume_ref_stats.jsonl")
+    for f in (ref, ref_stats):
+        if os.path.exists(f):
+            os.remove(f)
     t0 = time.time()
     run_batch(args, "--input", inputs, "--output", ref, "--stats", ref_stats, check=0)
     full_s = time.time() - t0
     rate = json.loads(open(ref_stats).read().splitlines()[-1])["items_per_s"]
     reference = by_source(read_records(ref))
-    expect(len(reference) == args.items, "reference run")
+    expect(len(reference) == n, "reference run")
+    return reference, full_s, rate
+
+
+def case_resume(args):
+    inputs = os.path.join(args.work, "resume_inputs")
+    # The job must last long enough to be killed at 20 points: on a fast or quiet machine the
+    # input count grows until the kill points leave at least 0.5 s (and 3 batches) of work.
+    items = args.items
+    reference, full_s, rate = resume_reference(args, inputs, items)
+    for _ in range(3):
+        if max(3 * BATCH, int(0.5 * rate)) < items / 2:
+            break
+        items = int(rate * 2.5) + 4 * BATCH
+        reference, full_s, rate = resume_reference(args, inputs, items)
+    args.items = items
 
     out = os.path.join(args.work, "resume.jsonl")
     stats = os.path.join(args.work, "resume_stats.jsonl")
