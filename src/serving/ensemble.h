@@ -89,6 +89,12 @@ Status CheckEnsembleConfig(const inference::ModelConfig& config);
 // config that is not an ensemble.
 std::vector<std::string> EnsembleStepModels(const inference::ModelConfig& config);
 
+// Shared by the config checks (ensemble_config.cc) and the runtime (ensemble.cc): "step 2 ('m')",
+// and a proto map's entries sorted by key so that checks and messages do not depend on hash order.
+std::string EnsembleStepLabel(int index, const inference::ModelEnsembling::Step& step);
+std::vector<std::pair<std::string, std::string>> SortedMapEntries(
+    const google::protobuf::Map<std::string, std::string>& m);
+
 class Ensemble : public std::enable_shared_from_this<Ensemble> {
  public:
   // Validates `config` (already through CheckEnsembleConfig; a step model_version unset or -1
