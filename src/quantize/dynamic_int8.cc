@@ -10,6 +10,7 @@
 #include "optimizer/fusion_util.h"
 #include "optimizer/pipeline.h"
 #include "quantize/model_util.h"
+#include "quantize/quantizer.h"
 
 namespace inferd::quantize {
 Status QuantizeDynamicInt8(Model& model, const QuantizeOptions& o, QuantizeReport* report) {
@@ -74,7 +75,8 @@ Status QuantizeDynamicInt8(Model& model, const QuantizeOptions& o, QuantizeRepor
     Tensor w = wit->second;
     if (gemm && n->GetInt("transB", 0) != 0) w = Transpose2D(w);  // [K, N]
     std::vector<float> scales;
-    Tensor wq = QuantizeWeightsSymmetric(w, 1, o.per_channel, &scales);
+    Tensor wq = QuantizeWeightsSymmetric(w, 1, o.per_channel, &scales,
+                                         WeightMaxLevel(report->weight_bits));
     const int64_t cols = w.dim(1);
     QuantizeReport::Layer layer;
     layer.node = label;

@@ -39,7 +39,8 @@ QuantParams AsymmetricUInt8(float min, float max) {
 }
 
 Tensor QuantizeWeightsSymmetric(const Tensor& w, int64_t axis, bool per_channel,
-                                std::vector<float>* scales) {
+                                std::vector<float>* scales, int max_level) {
+  const float level = static_cast<float>(max_level);
   const Shape& s = w.shape();
   int64_t outer = 1, channels = 1, inner = 1;
   if (per_channel && !s.empty()) {
@@ -59,7 +60,7 @@ Tensor QuantizeWeightsSymmetric(const Tensor& w, int64_t axis, bool per_channel,
   }
   scales->assign(channels, 1.f);
   for (int64_t c = 0; c < channels; ++c) {
-    if (absmax[c] > 0.f && std::isfinite(absmax[c])) (*scales)[c] = absmax[c] / 127.f;
+    if (absmax[c] > 0.f && std::isfinite(absmax[c])) (*scales)[c] = absmax[c] / level;
   }
   Tensor q = Tensor::Allocate(DataType::kInt8, s);
   int8_t* y = q.data<int8_t>();
@@ -69,7 +70,7 @@ Tensor QuantizeWeightsSymmetric(const Tensor& w, int64_t axis, bool per_channel,
       float inv = 1.f / (*scales)[c];
       for (int64_t i = 0; i < inner; ++i) {
         float v = std::nearbyint(x[base + i] * inv);
-        y[base + i] = static_cast<int8_t>(std::clamp(std::isnan(v) ? 0.f : v, -127.f, 127.f));
+        y[base + i] = static_cast<int8_t>(std::clamp(std::isnan(v) ? 0.f : v, -level, level));
       }
     }
   }

@@ -24,10 +24,10 @@ struct QuantParams {
 QuantParams AsymmetricUInt8(float min, float max);
 
 // Symmetric int8 weights per output channel along `axis` (or one scale when per_channel is false):
-// q = round(w / s) clamped to [-127, 127], s = max|w| / 127. Returns the int8 tensor and fills
-// `scales` (one per channel, or one).
+// q = round(w / s) clamped to [-L, L], s = max|w| / L, L = `max_level` (127 for 8-bit weights, 63
+// for 7-bit ones). Returns the int8 tensor and fills `scales` (one per channel, or one).
 Tensor QuantizeWeightsSymmetric(const Tensor& w, int64_t axis, bool per_channel,
-                                std::vector<float>* scales);
+                                std::vector<float>* scales, int max_level = 127);
 
 // 10 * log10(sum(ref^2) / sum((ref - test)^2)) over float32 tensors of equal size; +inf when they
 // are equal, -inf-free (a zero reference with noise gives a large negative value).

@@ -142,7 +142,8 @@ Tensor ScalarFloat(float v) { return Tensor::Scalar<float>(v); }
 
 class QdqWriter {
  public:
-  QdqWriter(Graph& g, int64_t opset) : g_(g), opset_(opset) {
+  QdqWriter(Graph& g, int64_t opset, int weight_level)
+      : g_(g), opset_(opset), weight_level_(weight_level) {
     for (const auto& n : g.nodes) {
       for (const auto& s : n->inputs) used_.insert(s);
       for (const auto& s : n->outputs) used_.insert(s);
@@ -182,7 +183,7 @@ class QdqWriter {
     const std::string& wname = n->inputs[index];
     const Tensor& w = g_.initializers.at(wname);
     std::vector<float> scales;
-    Tensor q = QuantizeWeightsSymmetric(w, axis, per_channel, &scales);
+    Tensor q = QuantizeWeightsSymmetric(w, axis, per_channel, &scales, weight_level_);
     std::string qn = Unique(wname + "_quantized"), sn = Unique(wname + "_scale");
     std::string zn = Unique(wname + "_zero_point"), dq = Unique(wname + "_dequantized");
     g_.initializers[qn] = q;
@@ -239,6 +240,7 @@ class QdqWriter {
   }
   Graph& g_;
   int64_t opset_;
+  int weight_level_;  // largest |q| of a weight (WeightMaxLevel)
   std::set<std::string> used_;
   std::map<std::string, QuantParams> params_;
 };
@@ -342,7 +344,8 @@ Status QuantizeInt8(Model& model, const QuantizeOptions& o, QuantizeReport* repo
     layer_outputs.insert(c.output);
     layers.insert(c.node);
   }
-  QdqWriter w(g, opset);
+  const int weight_level = WeightMaxLevel(report->weight_bits);
+  QdqWriter w(g, opset, weight_level);
   for (const std::string& t : tensors) {
     auto it = ranges.find(t);
     if (it == ranges.end()) continue;  // not a float32 tensor
@@ -359,7 +362,8 @@ Status QuantizeInt8(Model& model, const QuantizeOptions& o, QuantizeReport* repo
     // Weight error: dequantize and compare.
     {
       std::vector<float> scales;
-      Tensor q = QuantizeWeightsSymmetric(w_fp32, c.weight_axis, per_channel, &scales);
+      Tensor q =
+          QuantizeWeightsSymmetric(w_fp32, c.weight_axis, per_channel, &scales, weight_level);
       Tensor dq = Tensor::Allocate(DataType::kFloat32, w_fp32.shape());
       const Shape& s = w_fp32.shape();
       int64_t inner = 1;
@@ -418,6 +422,7 @@ Status QuantizeMixedInt8(Model& model, const QuantizeOptions& o, QuantizeReport*
     QuantizeReport r;
     r.precision = report->precision;
     r.bytes_before = report->bytes_before;
+    r.weight_bits = report->weight_bits;
     RETURN_IF_ERROR(QuantizeInt8(m, round, &r));
     double metric = AccuracyMetric(r, o.accuracy_metric);
     // Layers still quantized, most damaged first.
@@ -448,6 +453,15 @@ Status QuantizeMixedInt8(Model& model, const QuantizeOptions& o, QuantizeReport*
 
 }  // namespace
 
+StatusOr<int> ResolveWeightBits(const QuantizeOptions& options) {
+  if (options.weight_bits == 0) return CpuInt8NeedsSevenBitWeights() ? 7 : 8;
+  if (options.weight_bits != 7 && options.weight_bits != 8) {
+    return InvalidArgument("int8 weight bits must be 7 or 8 (0 = for this CPU), got {}",
+                           options.weight_bits);
+  }
+  return options.weight_bits;
+}
+
 Status QuantizeModel(Model& model, const QuantizeOptions& options, QuantizeReport* report) {
   QuantizeReport local;
   QuantizeReport& r = report ? *report : local;
@@ -455,7 +469,8 @@ Status QuantizeModel(Model& model, const QuantizeOptions& options, QuantizeRepor
   r.precision = options.precision;
   r.bytes_before = InitializerBytes(model.graph);
   switch (options.precision) {
-    case Precision::kInt8:
+    case Precision::kInt8: {
+      ASSIGN_OR_RETURN(r.weight_bits, ResolveWeightBits(options));
       if (options.dynamic) {
         RETURN_IF_ERROR(QuantizeDynamicInt8(model, options, &r));
       } else if (options.accuracy_target > 0) {
@@ -464,6 +479,7 @@ Status QuantizeModel(Model& model, const QuantizeOptions& options, QuantizeRepor
         RETURN_IF_ERROR(QuantizeInt8(model, options, &r));
       }
       break;
+    }
     case Precision::kFp16:
     case Precision::kBf16:
       RETURN_IF_ERROR(ConvertFloatPrecision(model, options, &r));
@@ -480,6 +496,7 @@ std::string QuantizeReport::ToString() const {
   std::string s = fmt::format("# inferd quantize report: {}\n\n", PrecisionName(precision));
   s += fmt::format("weights: {:.2f} MB -> {:.2f} MB\n", bytes_before / 1e6, bytes_after / 1e6);
   if (calibration_samples > 0) s += fmt::format("calibration samples: {}\n", calibration_samples);
+  if (weight_bits > 0) s += fmt::format("weight bits: {}\n", weight_bits);
   for (const auto& [name, db] : output_sqnr_db) {
     s += fmt::format("output {}: SQNR {:.2f} dB\n", name, db);
   }

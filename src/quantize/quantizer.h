@@ -48,6 +48,10 @@ struct QuantizeOptions {
   double percentile = 99.99;     // for kPercentile, in percent
   int64_t int4_block_size = 32;  // int4: values per scale block (32, 64 or 128)
   bool per_channel = true;       // weights per output channel (needs opset >= 13), else per tensor
+  // INT8 (static and dynamic): bits of the symmetric weights, 8 (levels -127..127) or 7
+  // (-63..63, what the fast int8 kernels need to be exact on CPUs without VNNI:
+  // CpuInt8NeedsSevenBitWeights in kernels/cpu/cpu_provider.h). 0: 7 on such a CPU, else 8.
+  int weight_bits = 0;
   int64_t samples = 500;         // calibration samples used (0: all)
   int64_t batch_size = 32;       // calibration batch size (a fixed model batch dimension wins)
   std::vector<std::string> exclude;  // node names left in float
@@ -78,6 +82,7 @@ struct QuantizeReport {
   };
   Precision precision = Precision::kInt8;
   int64_t calibration_samples = 0;
+  int weight_bits = 0;  // INT8: the weight bits used (7 or 8)
   std::vector<Layer> layers;            // quantized layers in graph order
   std::vector<std::string> skipped;     // "name (reason)" of candidate nodes left in float
   std::vector<std::string> kept_float;  // layers --accuracy-target returned to FP32
@@ -87,6 +92,13 @@ struct QuantizeReport {
   size_t bytes_before = 0, bytes_after = 0;  // initializer bytes
   std::string ToString() const;
 };
+
+// The weight bits `options` asks for, with 0 resolved for this CPU (7 without VNNI, else 8);
+// INVALID_ARGUMENT for anything but 0, 7 or 8.
+StatusOr<int> ResolveWeightBits(const QuantizeOptions& options);
+
+// The largest weight level for `bits` (7 -> 63, 8 -> 127).
+inline int WeightMaxLevel(int bits) { return bits == 7 ? 63 : 127; }
 
 // Quantizes `model` in place. On error the model may be partly rewritten; discard it.
 Status QuantizeModel(Model& model, const QuantizeOptions& options, QuantizeReport* report);

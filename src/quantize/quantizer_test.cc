@@ -61,6 +61,17 @@ TEST(QuantParamsTest, SymmetricWeightsPerChannel) {
   EXPECT_EQ(q.data<int8_t>()[0], 6);  // 1 / (20/127) = 6.35
 }
 
+TEST(QuantParamsTest, SevenBitWeightsStayWithinSixtyThree) {
+  Tensor w = Tensor::FromVector<float>({1.f, -0.5f, 0.25f, 10.f, -20.f, 5.f}, {2, 3});
+  std::vector<float> scales;
+  Tensor q = QuantizeWeightsSymmetric(w, 0, true, &scales, WeightMaxLevel(7));
+  ASSERT_EQ(scales.size(), 2u);
+  EXPECT_NEAR(scales[1], 20.f / 63, 1e-6);
+  EXPECT_EQ(q.data<int8_t>()[0], 63);
+  EXPECT_EQ(q.data<int8_t>()[4], -63);
+  EXPECT_EQ(q.data<int8_t>()[5], 16);  // 5 / (20/63) = 15.75
+}
+
 TEST(CalibrationTest, EntropyClipsOutliers) {
   std::vector<double> hist(RangeCalibrator::kBins, 0.0);
   std::mt19937 rng(1);
@@ -186,6 +197,43 @@ TEST_F(QuantizeModelTest, Int8QdqAgreesWithFp32AndFusesToInt8Ops) {
     for (const auto& n : fused.graph.nodes) qconv += n->op_type == "QLinearConv";
     EXPECT_EQ(qconv, 2);
   }
+}
+
+// 7-bit weights (what the fast int8 kernels need on CPUs without VNNI) stay within [-63, 63],
+// still agree with FP32, and are what weight_bits 0 picks on such a CPU; other values are refused.
+TEST_F(QuantizeModelTest, WeightBitsSevenAndAuto) {
+  for (int bits : {7, 8, 0}) {
+    Model m = SmallCnn();
+    QuantizeOptions o;
+    o.calibration_dir = dir_ / "cal";
+    o.num_threads = 2;
+    o.weight_bits = bits;
+    QuantizeReport report;
+    ASSERT_TRUE(QuantizeModel(m, o, &report).ok());
+    const int expect = bits != 0 ? bits : (CpuInt8NeedsSevenBitWeights() ? 7 : 8);
+    EXPECT_EQ(report.weight_bits, expect);
+    int max_abs = 0;
+    for (const auto& [name, t] : m.graph.initializers) {
+      if (t.dtype() != DataType::kInt8 || name.find("_quantized") == std::string::npos) continue;
+      for (int64_t i = 0; i < t.NumElements(); ++i) {
+        max_abs = std::max(max_abs, std::abs(static_cast<int>(t.data<int8_t>()[i])));
+      }
+    }
+    EXPECT_EQ(max_abs, WeightMaxLevel(expect)) << bits;
+    Tensor x = RandomFloat({5, 3, 8, 8}, -1.f, 1.f, 99);
+    Tensor ref = Run(SmallCnn(), x, OptimizationLevel::kBasic);
+    Tensor got = Run(CloneModel(m), x, OptimizationLevel::kAll);
+    ASSERT_TRUE(got.defined());
+    EXPECT_GT(Sqnr(ref, got), 22.0) << bits;
+  }
+  Model m = SmallCnn();
+  QuantizeOptions o;
+  o.calibration_dir = dir_ / "cal";
+  o.weight_bits = 6;
+  QuantizeReport report;
+  Status st = QuantizeModel(m, o, &report);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("weight bits must be 7 or 8"), std::string::npos) << st.ToString();
 }
 
 TEST_F(QuantizeModelTest, AccuracyTargetReturnsLayersToFp32) {

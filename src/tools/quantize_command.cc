@@ -1,5 +1,7 @@
 #include "tools/quantize_command.h"
 
+#include <fmt/format.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -39,6 +41,10 @@ CLI::App* AddQuantizeSubcommand(CLI::App& app, QuantizeCommandOptions* o) {
   cmd->add_option("--accuracy-metric", o->accuracy_metric, "sqnr (default) or top1");
   cmd->add_option("--validation", o->validation,
                   "Data for --report/--accuracy-target (calibration layout; default: calibration)");
+  cmd->add_option("--weight-bits", o->weight_bits,
+                  "int8: weight bits, 8 or 7 (0 = for this CPU: 7 without AVX-512 VNNI, where "
+                  "only 7-bit weights take the fast int8 kernels exactly)")
+      ->check(CLI::IsMember({0, 7, 8}));
   cmd->add_option("--block-size", o->block_size, "int4: values per scale block (32, 64, 128)");
   cmd->add_option("--threads,-t", o->threads, "Threads for calibration (0 = all cores)")
       ->check(CLI::Range(0, 4096));
@@ -55,6 +61,7 @@ Status QuantizeModelCommand(const QuantizeCommandOptions& options, std::ostream&
   q.per_channel = !options.per_tensor;
   q.dynamic = options.dynamic;
   q.int4_block_size = options.block_size;
+  q.weight_bits = options.weight_bits;
   q.accuracy_target = options.accuracy_target;
   q.accuracy_metric = options.accuracy_metric;
   q.validation_dir = options.validation;
@@ -92,8 +99,14 @@ Status QuantizeModelCommand(const QuantizeCommandOptions& options, std::ostream&
     for (const auto& n : report.kept_float) out << " " << n;
     out << "\n";
   }
-  out << "wrote " << options.output.string() << " (" << quantize::PrecisionName(q.precision) << ", "
-      << report.layers.size() << " layers, weights " << report.bytes_before / 1e6 << " MB -> "
+  if (report.weight_bits == 7 && options.weight_bits == 0) {
+    out << "note: 7-bit int8 weights (-63..63): this CPU has no AVX-512 VNNI, where oneDNN's int8 "
+           "kernels are exact only for 7-bit weights (full-range ones would run the slower exact "
+           "kernels); --weight-bits 8 keeps the full range\n";
+  }
+  out << "wrote " << options.output.string() << " (" << quantize::PrecisionName(q.precision)
+      << (report.weight_bits > 0 ? fmt::format(", {}-bit weights", report.weight_bits) : "")
+      << ", " << report.layers.size() << " layers, weights " << report.bytes_before / 1e6 << " MB -> "
       << report.bytes_after / 1e6 << " MB)\n";
   return Status::Ok();
 }

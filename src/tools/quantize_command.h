@@ -26,6 +26,7 @@ struct QuantizeCommandOptions {
   std::filesystem::path report;  // write the per-layer report here ("-": stdout)
   int threads = 0;
   int64_t block_size = 32;     // --block-size for int4
+  int weight_bits = 0;         // --weight-bits for int8 (0: for this CPU)
   double accuracy_target = 0;  // --accuracy-target (0: off)
   std::string accuracy_metric = "sqnr";
   std::filesystem::path validation;  // --validation DIR

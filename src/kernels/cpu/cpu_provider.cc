@@ -1,5 +1,6 @@
 #include "kernels/cpu/cpu_provider.h"
 
+#include "kernels/cpu/onednn/dnnl_util.h"
 #include "kernels/cpu/register.h"
 
 namespace inferd {
@@ -34,6 +35,13 @@ std::shared_ptr<ExecutionProvider> CpuProvider() {
   static const std::shared_ptr<ExecutionProvider> provider =
       std::make_shared<CpuExecutionProvider>();
   return provider;
+}
+
+bool CpuInt8NeedsSevenBitWeights() {
+  // A 7-bit weight is exact everywhere; a full-range one only where oneDNN has VNNI.
+  static const bool needs = !cpu::DnnlInt8IsExact(
+      DataType::kUInt8, Tensor::FromVector<int8_t>({int8_t{127}}, {1}));
+  return needs;
 }
 
 }  // namespace inferd
