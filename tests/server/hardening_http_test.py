@@ -301,7 +301,7 @@ def stalled_upload_tests(addr, base, pid):
     for _ in range(20):
         s = socket.create_connection(addr)
         s.sendall(head)
-        s.settimeout(2.5)  # the 503 comes at once; the margin is for a loaded CI machine
+        s.settimeout(1.0)
         try:
             got = s.recv(65536)
         except socket.timeout:
@@ -322,7 +322,7 @@ def stalled_upload_tests(addr, base, pid):
           f"({refused} of 20)")
     check(rss < 100, f"stalled uploads: RSS grew {rss:.0f} MiB (< 100; 2 admitted x 24 MiB)")
     cut = all(closed_within(s, 15) for s in socks)
-    check(cut and time.time() - t0 < 25, f"stalled uploads cut at the body timeout "
+    check(cut and time.time() - t0 < 15, f"stalled uploads cut at the body timeout "
           f"({time.time() - t0:.1f} s)")
     for s in socks:
         s.close()
