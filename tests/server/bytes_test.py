@@ -24,7 +24,7 @@ from onnx import TensorProto, helper
 import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_test import Server, check, expect_error, failures, grpc_client  # noqa: E402
+from server_test import Server, check, run_groups, expect_error, failures, grpc_client  # noqa: E402
 
 AWKWARD = ["", "plain", "h\u00e9llo \u20ac \U0001F600", "nul\0inside", "\0"]
 
@@ -188,17 +188,8 @@ def main():
     repo = os.path.join(args.work_dir, "repo")
     write_repository(repo)
     server = Server(args.inferd, repo, os.path.join(args.work_dir, "server.log"))
-    try:
-        for name, fn in (("http", lambda: http_tests(server.http)),
-                         ("grpc", lambda: grpc_tests(server.grpc, args.proto_dir, args.work_dir))):
-            try:
-                fn()
-            except Exception as e:  # a crash in one group should not hide the others
-                check(False, f"{name} tests raised {type(e).__name__}: {e}")
-        check(server.proc.poll() is None, "server still running after all tests")
-    finally:
-        rc = server.stop()
-    check(rc == 0, f"clean shutdown on SIGTERM (exit code {rc})")
+    run_groups(server, (("http", lambda: http_tests(server.http)),
+                        ("grpc", lambda: grpc_tests(server.grpc, args.proto_dir, args.work_dir))))
     if failures:
         print(f"\n{len(failures)} BYTES check(s) failed (log: {args.work_dir}/server.log)")
         return 1

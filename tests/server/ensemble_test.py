@@ -29,7 +29,7 @@ from onnx import TensorProto, helper
 import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_test import Server, check, expect_error, failures, grpc_client  # noqa: E402
+from server_test import Server, check, run_groups, expect_error, failures, grpc_client  # noqa: E402
 
 F = TensorProto.FLOAT
 
@@ -333,18 +333,9 @@ def main():
     write_repository(repo)
     # bad_cycle is unavailable (so /v2/health/ready is false); the others serve.
     server = Server(args.inferd, repo, os.path.join(args.work_dir, "server.log"))
-    try:
-        for name, fn in (("http", lambda: http_tests(server.http)),
-                         ("metrics", lambda: metrics_tests(server.metrics)),
-                         ("grpc", lambda: grpc_tests(server.grpc, args.proto_dir, args.work_dir))):
-            try:
-                fn()
-            except Exception as e:  # a crash in one group should not hide the others
-                check(False, f"{name} tests raised {type(e).__name__}: {e}")
-        check(server.proc.poll() is None, "server still running after all tests")
-    finally:
-        rc = server.stop()
-    check(rc == 0, f"clean shutdown on SIGTERM (exit code {rc})")
+    run_groups(server, (("http", lambda: http_tests(server.http)),
+                        ("metrics", lambda: metrics_tests(server.metrics)),
+                        ("grpc", lambda: grpc_tests(server.grpc, args.proto_dir, args.work_dir))))
     try:
         explicit_tests(args.inferd, args.work_dir)
     except Exception as e:

@@ -32,6 +32,22 @@ def check(cond, what):
         print("FAIL:", what, flush=True)
 
 
+def run_groups(server, groups):
+    """Runs each (name, fn) test group against `server`, a crash in one recorded as a failure so
+    it does not hide the others; then checks the server is still up, stops it and checks that
+    SIGTERM shut it down cleanly (exit code 0)."""
+    try:
+        for name, fn in groups:
+            try:
+                fn()
+            except Exception as e:  # a crash in one group should not hide the others
+                check(False, f"{name} tests raised {type(e).__name__}: {e}")
+        check(server.proc.poll() is None, "server still running after all tests")
+    finally:
+        rc = server.stop()
+    check(rc == 0, f"clean shutdown on SIGTERM (exit code {rc})")
+
+
 def write_repository(root):
     if os.path.exists(root):
         shutil.rmtree(root)
@@ -425,19 +441,10 @@ def main():
     repo = os.path.join(args.work_dir, "repo")
     write_repository(repo)
     server = Server(args.inferd, repo, os.path.join(args.work_dir, "server.log"))
-    try:
-        for name, fn in (("http", lambda: http_tests(server.http, server.startup_log)),
-                         ("extensions", lambda: extension_tests(server.http, args.work_dir)),
-                         ("metrics", lambda: metrics_tests(server.metrics, args.work_dir)),
-                         ("grpc", lambda: grpc_tests(server.grpc, args.proto_dir, args.work_dir))):
-            try:
-                fn()
-            except Exception as e:  # a crash in one group should not hide the others
-                check(False, f"{name} tests raised {type(e).__name__}: {e}")
-        check(server.proc.poll() is None, "server still running after all tests")
-    finally:
-        rc = server.stop()
-    check(rc == 0, f"clean shutdown on SIGTERM (exit code {rc})")
+    run_groups(server, (("http", lambda: http_tests(server.http, server.startup_log)),
+                        ("extensions", lambda: extension_tests(server.http, args.work_dir)),
+                        ("metrics", lambda: metrics_tests(server.metrics, args.work_dir)),
+                        ("grpc", lambda: grpc_tests(server.grpc, args.proto_dir, args.work_dir))))
     if failures:
         print(f"\n{len(failures)} server check(s) failed (log: {args.work_dir}/server.log)")
         return 1

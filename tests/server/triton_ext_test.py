@@ -22,7 +22,7 @@ import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server_test  # noqa: E402
-from server_test import Server, check, expect_error, failures  # noqa: E402
+from server_test import Server, check, run_groups, expect_error, failures  # noqa: E402
 
 
 def write_repository(root):
@@ -256,19 +256,10 @@ def main():
     repo = os.path.join(args.work_dir, "repo")
     write_repository(repo)
     server = Server(args.inferd, repo, os.path.join(args.work_dir, "server.log"))
-    try:
-        for name, fn in (("compression", lambda: compression_tests(server.http)),
-                         ("shm http", lambda: shm_http_tests(server.http)),
-                         ("shm grpc", lambda: shm_grpc_tests(server.grpc, args.proto_dir,
-                                                             args.work_dir))):
-            try:
-                fn()
-            except Exception as e:  # a crash in one group should not hide the others
-                check(False, f"{name} tests raised {type(e).__name__}: {e}")
-        check(server.proc.poll() is None, "server still running after all tests")
-    finally:
-        rc = server.stop()
-    check(rc == 0, f"clean shutdown on SIGTERM (exit code {rc})")
+    run_groups(server, (("compression", lambda: compression_tests(server.http)),
+                        ("shm http", lambda: shm_http_tests(server.http)),
+                        ("shm grpc", lambda: shm_grpc_tests(server.grpc, args.proto_dir,
+                                                            args.work_dir))))
     if failures:
         print(f"\n{len(failures)} check(s) failed (log: {args.work_dir}/server.log)")
         return 1
