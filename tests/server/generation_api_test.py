@@ -26,15 +26,7 @@ from onnx import TensorProto, helper
 import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_test import Server  # noqa: E402
-
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
+from server_test import Server, check, failures  # noqa: E402
 
 
 def write_repository(root, gen_models):
