@@ -15,7 +15,8 @@ MODELS is the cache written by scripts/export_models.py. The repository gets:
                     Jane Austen decoder, a generative model (backend "inferd_generate") served on
                     the OpenAI-compatible /v1 routes, with a chat_template.json
 
-Version folders link to the exported model files (no 500 MB copies); the config.pbtxt files use
+Version folders hard-link the exported model files (no 500 MB copies; a symlink out of a model
+folder is refused by the server); the config.pbtxt files use
 Triton's field names, so the same folder loads in Triton's onnxruntime backend. The script is
 idempotent: it rewrites the configs and links every time.
 """
@@ -130,9 +131,14 @@ def write_identity(path):
 
 
 def link_model(src, dst):
+    """A hard link (no copy, and inside the folder as far as the server's file confinement sees:
+    it refuses symlinks leading out of a model folder); a copy across filesystems."""
     if os.path.lexists(dst):
         os.remove(dst)
-    os.symlink(os.path.abspath(src), dst)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def main():
