@@ -1,5 +1,6 @@
 #include "graph/shape_inference_guard.h"
 
+#include <fmt/format.h>
 #include <onnx/defs/schema.h>
 #include <onnx/defs/shape_inference.h>
 
@@ -7,8 +8,6 @@
 #include <functional>
 #include <mutex>
 #include <set>
-
-#include <fmt/format.h>
 
 namespace inferd {
 namespace {
@@ -40,7 +39,8 @@ void CheckInts(const InferenceContext& ctx, const std::string& op, const char* n
   const onnx::AttributeProto* attr = ctx.getAttribute(name);
   if (attr == nullptr) return;
   for (int64_t v : attr->ints()) {
-    if (v < lo || v > hi) Reject(op, fmt::format("attribute '{}' has {}, outside [{}, {}]", name, v, lo, hi));
+    if (v < lo || v > hi)
+      Reject(op, fmt::format("attribute '{}' has {}, outside [{}, {}]", name, v, lo, hi));
   }
 }
 
@@ -105,7 +105,8 @@ Verdict MaxUnpoolGuard(InferenceContext& ctx, const std::string& op) {
   const int indices_rank = KnownRank(ctx, 1);
   if (indices_rank < 0) return Verdict::kSkip;
   if (indices_rank < 2) {
-    Reject(op, fmt::format("the indices input has rank {} (must match X, at least 2)", indices_rank));
+    Reject(op,
+           fmt::format("the indices input has rank {} (must match X, at least 2)", indices_rank));
   }
   return Verdict::kRun;
 }

@@ -73,7 +73,9 @@ onnx::ModelProto OneNode(const std::string& op, std::initializer_list<int64_t> x
   return m;
 }
 
-StatusOr<Model> Parse(const onnx::ModelProto& m) { return ParseOnnxModel(m.SerializeAsString(), ""); }
+StatusOr<Model> Parse(const onnx::ModelProto& m) {
+  return ParseOnnxModel(m.SerializeAsString(), "");
+}
 
 void ExpectRejected(const onnx::ModelProto& m, const std::string& needle) {
   StatusOr<Model> r = Parse(m);
@@ -85,9 +87,9 @@ void ExpectRejected(const onnx::ModelProto& m, const std::string& needle) {
 TEST(ShapeInferenceGuardTest, FuzzerInputConvWeightRankAboveDataRankIsRejected) {
   // The input fuzz/known_crashes held: Conv(x[1, 4], w[1, 1, 3, 3]) then MaxPool; onnx indexed
   // the empty `dilations` of a 0-spatial-dim input with the weight's 2 spatial dims (SEGV).
-  std::ifstream in(std::string(INFERD_SOURCE_DIR) +
-                       "/fuzz/corpus/onnx/crash_conv_weight_rank_above_data_rank",
-                   std::ios::binary);
+  std::ifstream in(
+      std::string(INFERD_SOURCE_DIR) + "/fuzz/corpus/onnx/crash_conv_weight_rank_above_data_rank",
+      std::ios::binary);
   ASSERT_TRUE(in) << "corpus file missing";
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   StatusOr<Model> r = ParseOnnxModel(bytes, "");
