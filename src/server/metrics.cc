@@ -155,6 +155,11 @@ std::string RenderPrometheusMetrics(const std::vector<ModelStatisticsSnapshot>& 
   for (size_t i = 0; i < models.size(); ++i) {
     fmt::format_to(it, "inferd_pending_requests{{{}}} {}\n", labels[i], models[i].pending);
   }
+  Header(out, "inferd_model_instances", "gauge",
+         "Instances of the model version serving now (autoscaling moves it between min and max).");
+  for (size_t i = 0; i < models.size(); ++i) {
+    fmt::format_to(it, "inferd_model_instances{{{}}} {}\n", labels[i], models[i].instances);
+  }
   if (process != nullptr) {
     Header(out, "process_cpu_seconds_total", "counter", "User and system CPU time.");
     fmt::format_to(it, "process_cpu_seconds_total {}\n", Num(process->cpu_seconds));

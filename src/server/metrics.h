@@ -11,6 +11,7 @@
 //   inferd_compute_duration_seconds                                   histograms
 //   inferd_batch_size                                                 histogram (rows per batch)
 //   inferd_pending_requests                                           gauge
+//   inferd_model_instances                                            gauge (instances now)
 //   process_cpu_seconds_total, process_resident_memory_bytes,
 //   process_start_time_seconds                                        process (from /proc/self)
 // Durations are recorded in microseconds by the serving core and exported in seconds, the unit

@@ -146,6 +146,7 @@ ModelStatisticsSnapshot ModelStats::Snapshot() const {
   s.compute_us = compute_us_.Snapshot();
   s.batch_size = batch_size_.Snapshot();
   s.pending = pending_.load(std::memory_order_relaxed);
+  s.instances = instances_.load(std::memory_order_relaxed);
   return s;
 }
 

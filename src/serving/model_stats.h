@@ -72,6 +72,9 @@ struct ModelStatisticsSnapshot {
   // Merged batches that failed with INVALID_ARGUMENT and were re-run one request at a time, so
   // that only the requests with bad data fail (ModelInstance).
   uint64_t batches_split = 0;
+  // Instances serving this version now (its scheduler's active workers; autoscaling moves it).
+  // 0 for an ensemble, which has none of its own.
+  int instances = 0;
 };
 
 using SteadyTime = std::chrono::steady_clock::time_point;
@@ -97,6 +100,8 @@ class ModelStats {
 
   // A request was queued (+1) or its callback is about to run (-1).
   void AddPending(int64_t n) { pending_.fetch_add(n, std::memory_order_relaxed); }
+  // The version's current instance count (set at start and by every scale event).
+  void set_instances(int n) { instances_.store(n, std::memory_order_relaxed); }
   // A request ran and succeeded, `ns` after it was queued.
   void RecordSuccess(uint64_t ns) EXCLUDES(mu_);
   // A queued request failed `ns` after it was queued.
@@ -123,6 +128,7 @@ class ModelStats {
 
   std::atomic<bool> paused_{false};
   std::atomic<int64_t> pending_{0};
+  std::atomic<int> instances_{0};
   Histogram request_us_, queue_us_, compute_us_, batch_size_;  // lock-free
   mutable Mutex mu_;
   uint64_t last_inference_ms_ GUARDED_BY(mu_) = 0;
