@@ -75,6 +75,13 @@ struct ModelStatisticsSnapshot {
   // Instances serving this version now (its scheduler's active workers; autoscaling moves it).
   // 0 for an ensemble, which has none of its own.
   int instances = 0;
+  // Instance time spent executing batches (merge, run, split), summed over instances, ns. Its
+  // growth over a period divided by (period × instances) is the instances' utilization; the
+  // autoscaler and the HAProxy agent weight read it.
+  uint64_t busy_ns = 0;
+  // Autoscaling events: instance count raised / lowered (autoscale_policy.h).
+  uint64_t scale_ups = 0;
+  uint64_t scale_downs = 0;
 };
 
 using SteadyTime = std::chrono::steady_clock::time_point;
@@ -115,6 +122,9 @@ class ModelStats {
   // One Session::Run of `rows` rows for `requests` requests.
   void RecordExecution(int64_t rows, size_t requests, const BatchTimes& times) EXCLUDES(mu_);
 
+  // The autoscaler changed the instance count (up: raised).
+  void RecordScaleEvent(bool up) EXCLUDES(mu_);
+
   // An ensemble request of `rows` rows succeeded: one inference and execution counted, without
   // the compute phases (its steps' models record those).
   void RecordInference(int64_t rows) EXCLUDES(mu_);
@@ -136,6 +146,9 @@ class ModelStats {
   uint64_t execution_count_ GUARDED_BY(mu_) = 0;
   uint64_t success_requests_ GUARDED_BY(mu_) = 0;
   uint64_t batches_split_ GUARDED_BY(mu_) = 0;
+  uint64_t busy_ns_ GUARDED_BY(mu_) = 0;
+  uint64_t scale_ups_ GUARDED_BY(mu_) = 0;
+  uint64_t scale_downs_ GUARDED_BY(mu_) = 0;
   DurationStat success_ GUARDED_BY(mu_), fail_ GUARDED_BY(mu_), queue_ GUARDED_BY(mu_);
   DurationStat compute_input_ GUARDED_BY(mu_), compute_infer_ GUARDED_BY(mu_),
       compute_output_ GUARDED_BY(mu_);
