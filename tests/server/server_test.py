@@ -323,6 +323,8 @@ def metrics_tests(metrics_url, work):
     check("process_resident_memory_bytes" in text and "process_cpu_seconds_total" in text,
           "process metrics")
     check('inferd_batch_size_bucket{model="identity"' in text, "batch size histogram")
+    check(re.search(r'inferd_model_instances\{model="identity",version="1"\} [1-9]', text)
+          is not None, "instance count gauge")
     if shutil.which("promtool"):
         p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
                            text=True)
