@@ -3,7 +3,8 @@
 //
 //   node dashboard_browser.cjs --url http://127.0.0.1:PORT/dashboard?interval=500 --chromium PATH
 //
-// Reads one command per stdin line and answers one JSON line on stdout:
+// Reads one command per stdin line and answers one JSON line on stdout ({driver_error} when a
+// command fails):
 //   read             what the page shows: {updates, error, server: {id: {text, value}},
 //                    models: {key: {kind, gone, errors, figures: {id: {text, value}},
 //                    charts: {id: {type, labels, points: [per dataset: non-null points]}}}}}
@@ -92,16 +93,16 @@ async function main() {
         say({requests, problems});
         break;
       } else {
-        say({error: `unknown command '${cmd}'`});
+        say({driver_error: `unknown command '${cmd}'`});
       }
     } catch (e) {
-      say({error: String(e)});
+      say({driver_error: String(e)});
     }
   }
   await browser.close();
 }
 
 main().catch((e) => {
-  process.stdout.write(JSON.stringify({error: String(e && e.stack || e)}) + '\n');
+  process.stdout.write(JSON.stringify({driver_error: String(e && e.stack || e)}) + '\n');
   process.exit(1);
 });

@@ -205,7 +205,7 @@
   }
   const clock = (t) => new Date(t * 1000).toLocaleTimeString('en-GB');  // 24-hour hh:mm:ss
   function timeChart(canvas, title, series) {
-    const axes = {x: {type: 'linear', ticks: {maxTicksLimit: 5,
+    const axes = {x: {type: 'linear', bounds: 'data', ticks: {maxTicksLimit: 5,
                                               callback: clock}},
                   y: {beginAtZero: true}};
     if (series.some((s) => s[2] === 'y1')) {
