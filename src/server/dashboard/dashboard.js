@@ -205,7 +205,8 @@
   }
   const clock = (t) => new Date(t * 1000).toLocaleTimeString('en-GB');  // 24-hour hh:mm:ss
   function timeChart(canvas, title, series) {
-    const axes = {x: {type: 'linear', bounds: 'data', ticks: {maxTicksLimit: 5,
+    // The x range is the data's; its ends get no tick of their own (they would overlap).
+    const axes = {x: {type: 'linear', bounds: 'data', ticks: {maxTicksLimit: 5, includeBounds: false,
                                               callback: clock}},
                   y: {beginAtZero: true}};
     if (series.some((s) => s[2] === 'y1')) {
@@ -223,7 +224,8 @@
   function barChart(canvas, title) {
     return new Chart(canvas, {
       type: 'bar',
-      data: {labels: [], datasets: [{label: title, data: [], backgroundColor: COLORS[0]}]},
+      data: {labels: [], datasets: [{label: title, data: [], backgroundColor: COLORS[0],
+                                     maxBarThickness: 48}]},
       options: {animation: false, maintainAspectRatio: false,
                 plugins: {title: {display: true, text: title}, legend: {display: false}},
                 scales: {y: {beginAtZero: true, ticks: {precision: 0}}}},
