@@ -10,6 +10,8 @@
 //                    charts: {id: {type, labels, points: [per dataset: non-null points]}}}}}
 //   wait N           waits until the page has done N more updates (at most 30 s): {updates}
 //   screenshot PATH  a full-page PNG: {ok: true}
+//   eval EXPR        the value of a JS expression in the page (Maps as objects, ±Infinity as
+//                    "+Inf"/"-Inf"): {value}; tests call window.inferdDashboard's functions
 //   quit             {requests: [every URL the page fetched], problems: [console errors,
 //                    page errors, failed requests]} and exits
 'use strict';
@@ -86,6 +88,10 @@ async function main() {
         await page.waitForFunction((t) => Number(document.body.dataset.updates || 0) >= t,
                                    {timeout: 30000, polling: 100}, target);
         say({updates: await page.evaluate(() => Number(document.body.dataset.updates))});
+      } else if (cmd === 'eval') {
+        say({value: await page.evaluate((expr) => JSON.parse(JSON.stringify(
+            (0, eval)(expr), (k, v) => (v instanceof Map ? Object.fromEntries(v)
+                : v === Infinity ? '+Inf' : v === -Infinity ? '-Inf' : v))), rest)});
       } else if (cmd === 'screenshot') {
         await page.screenshot({path: rest, fullPage: true});
         say({ok: true});

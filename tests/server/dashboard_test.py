@@ -238,6 +238,30 @@ def route_checks(server):
     check(requests.get(base + "/metrics", timeout=10).status_code == 200, "/metrics still served")
 
 
+def page_functions(browser):
+    """The page's exposition parser and histogram_quantile() on hand-made input."""
+    def ev(expr):
+        return browser.ask("eval " + expr)["value"]
+    # Exposition text; json.dumps makes it a JS string literal.
+    text = ('# HELP m A metric.\n# TYPE m counter\n'
+            'm{model="a\\\\b\\"}c",version="1"} 3\n'  # label value a\b"}c, escaped
+            'm{model="c"} +Inf 1700000000\n'          # a timestamp after the value
+            'n 4\nnot a sample line\n\n')
+    parsed = ev(f"inferdDashboard.parseMetrics({json.dumps(text)})")
+    check(parsed == {"m": [{"labels": {"model": 'a\\b"}c', "version": "1"}, "value": 3},
+                           {"labels": {"model": "c"}, "value": "+Inf"}],
+                     "n": [{"labels": {}, "value": 4}]}, f"parseMetrics: {parsed}")
+    q = "inferdDashboard.quantile"
+    b = "[{le: 1, count: 0}, {le: 2, count: 10}, {le: 4, count: 20}, {le: Infinity, count: 20}]"
+    for expr, want in [(f"{q}(0.5, {b})", 2.0), (f"{q}(0.25, {b})", 1.5), (f"{q}(0.75, {b})", 3.0),
+                       (f"{q}(0.5, [{{le: 0.1, count: 4}}, {{le: Infinity, count: 4}}])", 0.05),
+                       (f"{q}(0.99, [{{le: 1, count: 0}}, {{le: Infinity, count: 5}}])", 1.0),
+                       (f"{q}(0.5, [{{le: 1, count: 0}}, {{le: Infinity, count: 0}}])", None),
+                       (f"{q}(0.5, [])", None)]:
+        got = ev(expr)
+        check(got == want, f"{expr} = {got}, expected {want}")
+
+
 def under_load(server, browser, load, gen_model, screenshot):
     browser.ask(f"wait {WINDOW_S * 1000 // INTERVAL_MS + 2}")  # a full window of scrapes
     first = browser.ask("read")
@@ -358,6 +382,7 @@ def main():
         load = Load(server, gen_model)
         url = f"{server.metrics}/dashboard?interval={INTERVAL_MS}&window={WINDOW_S}"
         browser = Browser(url, args.chromium, npm_dir)
+        page_functions(browser)
         under_load(server, browser, load, gen_model, args.screenshot)
         load.stop()
         check(not load.errors, f"load clients saw errors: {load.errors[:5]}")

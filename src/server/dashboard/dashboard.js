@@ -23,10 +23,13 @@
   function unescapeLabel(s) {
     return s.replace(/\\(.)/g, (_, c) => (c === 'n' ? '\n' : c));
   }
+  // A sample value or a bucket bound; null for text that is not a number.
   function parseValue(s) {
     if (s === '+Inf') return Infinity;
     if (s === '-Inf') return -Infinity;
-    return Number(s);  // NaN for "NaN" and for garbage alike
+    if (s === 'NaN') return NaN;
+    const v = Number(s);
+    return s.trim() !== '' && Number.isFinite(v) ? v : null;
   }
   // Returns Map(family sample name -> [{labels, value}]); comments and bad lines are skipped.
   function parseMetrics(text) {
@@ -36,11 +39,12 @@
     for (const line of text.split('\n')) {
       if (line === '' || line[0] === '#') continue;
       const m = line_re.exec(line);
-      if (!m) continue;
+      const value = m ? parseValue(m[3]) : null;
+      if (value === null) continue;
       const labels = {};
       for (const l of (m[2] || '').matchAll(label_re)) labels[l[1]] = unescapeLabel(l[2]);
       if (!out.has(m[1])) out.set(m[1], []);
-      out.get(m[1]).push({labels, value: parseValue(m[3])});
+      out.get(m[1]).push({labels, value});
     }
     return out;
   }
@@ -66,7 +70,8 @@
   // A histogram as [{le, count}] with cumulative counts, ascending bounds (+Inf last).
   function buckets(scrape, name, sel) {
     const m = byLabel(scrape, name + '_bucket', sel, 'le');
-    return [...m].map(([le, count]) => ({le: parseValue(le), count})).sort((a, b) => a.le - b.le);
+    return [...m].map(([le, count]) => ({le: parseValue(le), count}))
+        .filter((b) => b.le !== null).sort((a, b) => a.le - b.le);
   }
 
   // ---- Window arithmetic: `now` and `then` are scrapes {t (s), data}; then may be null. ----
