@@ -265,10 +265,10 @@ def page_functions(browser):
 def under_load(server, browser, load, gen_model, screenshot):
     browser.ask(f"wait {WINDOW_S * 1000 // INTERVAL_MS + 2}")  # a full window of scrapes
     first = browser.ask("read")
-    before = scrape(server)
+    t_before, before = time.time(), scrape(server)
     browser.ask(f"wait {WINDOW_S * 1000 // INTERVAL_MS}")
     view = browser.ask("read")
-    after = scrape(server)
+    t_after, after = time.time(), scrape(server)
     if screenshot:
         browser.ask("screenshot " + screenshot)
     check(view["error"] is None, f"no error banner: {view['error']}")
@@ -300,6 +300,15 @@ def under_load(server, browser, load, gen_model, screenshot):
     check(p99 is not None and p50 is not None and p99 >= p50 and ref99 and
           0.5 <= p99 / (ref99 * 1000) <= 2,
           f"add P99 {p99} ms vs histogram_quantile {ref99 and ref99 * 1000} ms")
+    util = fig(view, "add:2", "utilization")
+    if samples(after, "inferd_model_busy_seconds_total", model="add"):
+        busy = [total(t, "inferd_model_busy_seconds_total", model="add") for t in (before, after)]
+        n = total(after, "inferd_model_instances", model="add")
+        ref = 100 * (busy[1] - busy[0]) / n / (t_after - t_before) if n else None
+        check(util is not None and 0 <= util <= 100 and ref is not None and
+              abs(util - ref) <= max(0.5 * ref, 5), f"add utilization {util}% vs /metrics ~{ref}%")
+    else:
+        check(util is None, f"utilization without inferd_model_busy_seconds_total: {util}")
     batch = add.get("charts", {}).get("batch", {})
     check(batch.get("labels", [""])[0] == "≤1" and sum(batch.get("values", [[0]])[0]) > 0,
           f"batch-size bars: {batch}")
@@ -346,6 +355,10 @@ def after_load(server, browser, gen_model):
     else:
         check(shown is None and view["models"]["add:2"]["figures"]["instances"]["text"] == "–",
               f"no inferd_model_instances in /metrics: instances shows '–', got {shown}")
+    events = samples(text, "inferd_model_scale_events_total", model="add")
+    shown = fig(view, "add:2", "scale_events")
+    check(shown == (sum(v for _, v in events) if events else None),
+          f"scale events shown {shown} vs /metrics {events}")
     if gen_model:
         want = total(text, "inferd_generation_requests_total", model=gen_model)
         check(fig(view, gen_model, "requests") == want and want > 0,

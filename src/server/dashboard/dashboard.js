@@ -135,6 +135,9 @@
     const batch_sum = delta(sum(w.now.data, 'inferd_batch_size_sum', sel),
                             w.then ? sum(w.then.data, 'inferd_batch_size_sum', sel) : null);
     const latency = percentilesMs(w, 'inferd_request_duration_seconds', sel);
+    // Busy instance-seconds per second over the instances: the autoscaler's utilization signal.
+    const busy = rate(w, 'inferd_model_busy_seconds_total', sel);
+    const count = instances(w, sel);
     return {
       requests: sum(w.now.data, 'inferd_request_success_total', sel) + failed,
       rate: ok_rate === null ? null : ok_rate + (err_rate || 0),
@@ -142,7 +145,9 @@
       p50: latency.p50,
       p99: latency.p99,
       queue: gauge(w, 'inferd_pending_requests', sel),
-      instances: instances(w, sel),
+      instances: count,
+      utilization: busy !== null && count > 0 ? Math.min(100, 100 * busy / count) : null,
+      scale_events: sum(w.now.data, 'inferd_model_scale_events_total', sel),
       mean_batch: batch_count > 0 ? batch_sum / batch_count : null,
       // Per-bucket (not cumulative) batch counts of the window.
       batch_hist: batches && batches.map((b, i) => ({
@@ -177,10 +182,12 @@
       figures: [['requests', 'requests', '', 0], ['rate', 'request rate', 'req/s', 1],
                 ['p50', 'P50 latency', 'ms', 2], ['p99', 'P99 latency', 'ms', 2],
                 ['queue', 'queue depth', '', 0], ['instances', 'instances', '', 0],
+                ['utilization', 'utilization', '%', 1], ['scale_events', 'scale events', '', 0],
                 ['mean_batch', 'mean batch', 'rows', 2], ['error_rate', 'errors', 'req/s', 2]],
       series: [['throughput', 'Requests/s', [['rate', 'all'], ['error_rate', 'errors']]],
                ['latency', 'Latency (ms)', [['p50', 'P50'], ['p99', 'P99']]],
-               ['queue', 'Queue depth and instances', [['queue', 'queue'], ['instances', 'instances']]]],
+               ['queue', 'Queue depth and instances', [['queue', 'queue'], ['instances', 'instances']]],
+               ['utilization', 'Instance utilization (%)', [['utilization', 'busy']]]],
       bars: [['batch', 'Batch size (rows, last window)'], ['errors', 'Errors by reason (total)']],
     },
     generative: {
