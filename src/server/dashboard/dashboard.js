@@ -80,8 +80,13 @@
     if (then === null) return null;
     return now >= then ? now - then : now;
   }
+  // A counter's increase over the window; a series that appeared within it started at 0 (a
+  // failure reason's first occurrence). Null when the scrape lacks it or there is no window yet.
+  function increase(w, name, sel) {
+    return delta(sum(w.now.data, name, sel), w.then ? sum(w.then.data, name, sel) ?? 0 : null);
+  }
   function rate(w, name, sel) {
-    const d = delta(sum(w.now.data, name, sel), w.then ? sum(w.then.data, name, sel) : null);
+    const d = increase(w, name, sel);
     return d === null ? null : d / w.dt;
   }
   function windowBuckets(w, name, sel) {
@@ -130,10 +135,8 @@
     const ok_rate = rate(w, 'inferd_request_success_total', sel);
     const err_rate = rate(w, 'inferd_request_failure_total', sel) ?? (w.then ? 0 : null);
     const batches = windowBuckets(w, 'inferd_batch_size', sel);
-    const batch_count = delta(sum(w.now.data, 'inferd_batch_size_count', sel),
-                              w.then ? sum(w.then.data, 'inferd_batch_size_count', sel) : null);
-    const batch_sum = delta(sum(w.now.data, 'inferd_batch_size_sum', sel),
-                            w.then ? sum(w.then.data, 'inferd_batch_size_sum', sel) : null);
+    const batch_count = increase(w, 'inferd_batch_size_count', sel);
+    const batch_sum = increase(w, 'inferd_batch_size_sum', sel);
     const latency = percentilesMs(w, 'inferd_request_duration_seconds', sel);
     // Busy instance-seconds per second over the instances: the autoscaler's utilization signal.
     const busy = rate(w, 'inferd_model_busy_seconds_total', sel);
