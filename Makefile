@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
 .PHONY: all deps configure build test unit thread-safety conformance run clean gen-models gen-models-large \
-  asan tsan fuzz fuzz-smoke soak
+  asan tsan fuzz fuzz-smoke soak dashboard-screenshot
 
 all: build
 
@@ -166,3 +166,10 @@ soak: build
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
+
+# The dashboard test (ctest dashboard_e2e: headless Chromium against a server under load) writing
+# its screenshot of the page into docs/dashboard.png (docs/fleet.md "Dashboard" shows it).
+dashboard-screenshot: build
+	/usr/bin/python3 tests/server/dashboard_test.py --inferd $(BUILD)/inferd \
+	  --gen-models $(BUILD)/models/gen --work-dir $(BUILD)/dashboard_test \
+	  --npm-dir $(BUILD)/dashboard_npm --screenshot docs/dashboard.png
