@@ -219,10 +219,18 @@
     return e;
   }
   const clock = (t) => new Date(t * 1000).toLocaleTimeString('en-GB');  // 24-hour hh:mm:ss
+  // The x range is the data's, and Chart.js puts a tick at each end of it: one closer than half
+  // a step to its neighbour would print over that neighbour's label.
+  function spaceEndTicks(axis) {
+    const t = axis.ticks;
+    if (t.length < 4) return;
+    const step = t[2].value - t[1].value;
+    if (t[t.length - 1].value - t[t.length - 2].value < step / 2) t.pop();
+    if (t[1].value - t[0].value < step / 2) t.shift();
+  }
   function timeChart(canvas, title, series) {
-    // The x range is the data's; its ends get no tick of their own (they would overlap).
-    const axes = {x: {type: 'linear', bounds: 'data', ticks: {maxTicksLimit: 5, includeBounds: false,
-                                              callback: clock}},
+    const axes = {x: {type: 'linear', bounds: 'data', afterBuildTicks: spaceEndTicks,
+                      ticks: {maxTicksLimit: 5, callback: clock}},
                   y: {beginAtZero: true}};
     if (series.some((s) => s[2] === 'y1')) {
       axes.y1 = {beginAtZero: true, position: 'right', grid: {drawOnChartArea: false}};
