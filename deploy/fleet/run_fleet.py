@@ -15,6 +15,7 @@ import argparse
 import csv
 import io
 import os
+import queue
 import re
 import signal
 import socket
@@ -49,21 +50,26 @@ class Node:
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.http = self.grpc = self.agent = self.metrics = None
         self._deadline = time.time() + start_timeout
+        self._lines = queue.Queue()  # log lines, None at the end; wait_started reads them
+        threading.Thread(target=self._pump, daemon=True).start()
 
     def wait_started(self):
-        """Reads the log until every port is named and the server is ready."""
+        """Reads the log until every port is named and the server is ready (the node must log at
+        info level: the port lines are info lines)."""
         lines = []
         patterns = {"http": r"HTTP KServe v2 listening on http://[^:]+:(\d+)",
                     "grpc": r"gRPC KServe v2 listening on [^:]+:(\d+)",
                     "metrics": r"metrics listening on http://[^:]+:(\d+)",
                     "agent": r"agent check listening on [^:]+:(\d+)"}
         ready = False
-        while time.time() < self._deadline and not ready:
-            line = self.proc.stdout.readline()
-            if not line:
+        while not ready:
+            try:
+                line = self._lines.get(timeout=max(0.0, self._deadline - time.time()))
+            except queue.Empty:
+                break
+            if line is None:  # the node exited
                 break
             lines.append(line)
-            self.log.write(line)
             for key, pattern in patterns.items():
                 if (m := re.search(pattern, line)):
                     setattr(self, key, int(m.group(1)))
@@ -72,12 +78,13 @@ class Node:
             self.proc.kill()
             raise RuntimeError(f"inferd node did not start (log {self.log_path}):\n" +
                                "".join(lines[-20:]))
-        threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self):
         for line in self.proc.stdout:
             self.log.write(line)
             self.log.flush()
+            self._lines.put(line)
+        self._lines.put(None)
 
     def spec(self, weight=100):
         return f"{LOOPBACK}:{self.http}:{weight},grpc={self.grpc},agent={self.agent}"
@@ -114,7 +121,7 @@ class Fleet:
         self.haproxy = None
         os.makedirs(work_dir, exist_ok=True)
         self.config_path = os.path.join(work_dir, "haproxy.cfg")
-        self.socket_path = os.path.join(work_dir, "haproxy.sock")
+        self.socket_path = os.path.join(os.path.abspath(work_dir), "haproxy.sock")
 
     def __enter__(self):
         try:

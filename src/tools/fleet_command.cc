@@ -51,6 +51,7 @@ CLI::App* AddFleetSubcommand(CLI::App& app, FleetCommandOptions* o) {
   cmd->add_option("--buffer-bytes", c.buffer_bytes,
                   "HAProxy's buffer (tune.bufsize): larger requests are not retried")
       ->capture_default_str();
+  cmd->add_flag("--log", c.log, "Log every request to HAProxy's stdout (run with haproxy -db)");
   cmd->add_option("--output,-o", o->output, "Where to write the config ('-' = stdout)")
       ->capture_default_str();
   return cmd;

@@ -63,6 +63,7 @@ struct HaproxyConfigOptions {
   // retried. Also its limit on a request's head.
   int buffer_bytes = 65536;
   int maxconn = 4096;
+  bool log = false;  // one log line per request on HAProxy's stdout (for haproxy -db)
 };
 
 // Checks `options` (nodes as ParseFleetNode does, no duplicate address, at least one active node,
