@@ -1,6 +1,7 @@
 #include "server/agent_check.h"
 
 #include <sys/socket.h>
+#include <time.h>
 
 #include <algorithm>
 #include <thread>
@@ -162,17 +163,27 @@ std::string ManagerAgentReply::operator()() {
     in.state = NodeState::kNotReady;
   }
   if (in.state != NodeState::kReady) return AgentReply(in);
+  const int total_threads =
+      inference_threads_ > 0 ? inference_threads_
+                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<ModelSample> samples;
   for (const auto& s : manager_->GetStatistics()) {
     auto config = manager_->GetConfig(s.name, s.version);
     // Ensembles run on their steps' instances, which are counted on their own.
     if (!config.ok() || (*config)->platform() == "ensemble") continue;
-    samples.push_back({fmt::format("{}/{}", s.name, s.version), BusyNs(s), s.pending,
-                       std::max(1, serving::ConfiguredInstanceCount(**config))});
+    const int instances = std::max(1, serving::ConfiguredInstanceCount(**config));
+    int threads = static_cast<int>((*config)->inferd().threads_per_instance());
+    if (threads <= 0) threads = std::max(1, total_threads / instances);  // as serving resolves it
+    samples.push_back(
+        {fmt::format("{}/{}", s.name, s.version), BusyNs(s), s.pending, instances, threads});
   }
   const auto now = std::chrono::steady_clock::now().time_since_epoch();
+  timespec cpu{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+  const auto cpu_ns = std::chrono::seconds(cpu.tv_sec) + std::chrono::nanoseconds(cpu.tv_nsec);
   MutexLock l(&mu_);
-  in.models = sampler_.Sample(now, samples);
+  in.models = sampler_.Sample(now, samples, cpu_ns);
+  in.cpu_share = sampler_.cpu_share();
   return AgentReply(in);
 }
 
