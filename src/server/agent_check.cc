@@ -1,13 +1,12 @@
 #include "server/agent_check.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <time.h>
 
 #include <algorithm>
-#include <thread>
-
 #include <boost/asio.hpp>
-#include <spdlog/spdlog.h>
+#include <thread>
 
 #include "serving/model_config.h"
 #include "serving/model_manager.h"

@@ -1,11 +1,10 @@
 #include "server/agent_check.h"
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 
@@ -44,8 +43,8 @@ std::unique_ptr<AgentCheckServer> StartServer(std::function<std::string()> reply
 }
 
 TEST(AgentCheckServerTest, WritesOneLineAndCloses) {
-  auto server = StartServer([] { return std::string("up ready 42%\n"); },
-                            std::chrono::milliseconds(0));
+  auto server =
+      StartServer([] { return std::string("up ready 42%\n"); }, std::chrono::milliseconds(0));
   ASSERT_NE(server, nullptr);
   EXPECT_NE(server->port(), 0);
   EXPECT_EQ(ReadAll(Connect(server->port())), "up ready 42%\n");

@@ -1,9 +1,9 @@
 #include "server/agent_weight.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 namespace inferd::server {
 
@@ -33,9 +33,12 @@ int AgentWeightPercent(const AgentInputs& in) {
 
 std::string AgentReply(const AgentInputs& in) {
   switch (in.state) {
-    case NodeState::kDraining: return "drain\n";
-    case NodeState::kNotReady: return "down#not ready\n";
-    case NodeState::kReady: break;
+    case NodeState::kDraining:
+      return "drain\n";
+    case NodeState::kNotReady:
+      return "down#not ready\n";
+    case NodeState::kReady:
+      break;
   }
   return fmt::format("up ready {}%\n", AgentWeightPercent(in));
 }

@@ -7,9 +7,10 @@ namespace inferd::tools {
 CLI::App* AddFleetSubcommand(CLI::App& app, FleetCommandOptions* o) {
   CLI::App* fleet = app.add_subcommand("fleet", "Tools for running several inferd nodes");
   fleet->require_subcommand(1, 1);
-  CLI::App* cmd = fleet->add_subcommand(
-      "haproxy-config", "Write an haproxy.cfg routing HTTP and gRPC over inferd nodes "
-                        "(least connections, health checks, retries, agent weights)");
+  CLI::App* cmd =
+      fleet->add_subcommand("haproxy-config",
+                            "Write an haproxy.cfg routing HTTP and gRPC over inferd nodes "
+                            "(least connections, health checks, retries, agent weights)");
   cmd->add_option("--node", o->nodes,
                   "HOST:PORT[:WEIGHT][,grpc=PORT][,agent=PORT]: an inferd node by its HTTP port "
                   "(repeatable; weight 0..256, default 100)")

@@ -1,13 +1,12 @@
 #include "tools/haproxy_config.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 
 #include <cctype>
 #include <charconv>
 #include <set>
 #include <sstream>
-
-#include <fmt/format.h>
 
 namespace inferd::tools {
 namespace {
@@ -114,9 +113,12 @@ std::string Address(const FleetNode& n) {
 
 const char* BalanceLine(FleetBalance b) {
   switch (b) {
-    case FleetBalance::kLeastConn: return "leastconn";
-    case FleetBalance::kRandom2: return "random(2)";
-    case FleetBalance::kRoundRobin: return "roundrobin";
+    case FleetBalance::kLeastConn:
+      return "leastconn";
+    case FleetBalance::kRandom2:
+      return "random(2)";
+    case FleetBalance::kRoundRobin:
+      return "roundrobin";
   }
   return "leastconn";
 }
@@ -133,9 +135,10 @@ Status CheckOptions(const HaproxyConfigOptions& o) {
       return InvalidArgument("node {}: weight {} is outside 0..256", name, n.weight);
     }
     if (!o.grpc_bind.empty() && n.grpc_port == 0) {
-      return InvalidArgument("node {} has no gRPC port (grpc=PORT or a gRPC port offset), but "
-                             "the config has a gRPC frontend",
-                             name);
+      return InvalidArgument(
+          "node {} has no gRPC port (grpc=PORT or a gRPC port offset), but "
+          "the config has a gRPC frontend",
+          name);
     }
     active = active || !n.backup;
   }
