@@ -16,6 +16,7 @@
 
 #include "common/mutex.h"
 #include "server/agent_check.h"
+#include "server/dashboard.h"
 #include "server/grpc_server.h"
 #include "server/http_protocol.h"
 #include "server/http_server.h"
@@ -488,9 +489,12 @@ Status ServeCommand(const ServeOptions& o) {
     mho.io_threads = 1;
     RETURN_IF_ERROR(ApplyHttpLimits(o, &mho));
     mho.max_request_bytes = 64 * 1024;
-    ASSIGN_OR_RETURN(metrics, server::HttpServer::Start(mho, server::MakeGenerationMetricsHttpHandler(
-                                                                  generative.models, manager.get())));
+    ASSIGN_OR_RETURN(metrics, server::HttpServer::Start(
+                                  mho, server::MakeDashboardHttpHandler(
+                                           server::MakeGenerationMetricsHttpHandler(
+                                               generative.models, manager.get()))));
     spdlog::info("metrics listening on http://{}:{}/metrics", url_host, metrics->port());
+    spdlog::info("dashboard on http://{}:{}/dashboard", url_host, metrics->port());
   }
 
   spdlog::info("server is ready ({:.0f} ms after start)",
