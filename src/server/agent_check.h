@@ -55,9 +55,9 @@ class AgentCheckServer {
 
 // The reply of a node serving `manager` (which must outlive it): "drain" once SetDraining was
 // called, "down#not ready" while !manager->IsReady(), else "up ready W%" from every loaded
-// version's statistics (utilization over the time since the previous call, pending requests,
-// instance count from the effective config, threads per instance as serving resolves them from
-// `inference_threads`, the process's CPU time). Thread-safe.
+// version's statistics (busy time and instances now, for the utilization over the time since the
+// previous call; pending requests; threads per instance as serving resolves them from
+// `inference_threads`; the process's CPU time). Thread-safe.
 class ManagerAgentReply {
  public:
   // inference_threads: the manager's total_threads (0 = the machine's cores).
