@@ -24,6 +24,7 @@ PACKAGES=(
   # hardening (issue 15, docs/hardening.md): libFuzzer for the fuzz targets of fuzz/ (clang's
   # -fsanitize=fuzzer; libclang-rt-14-dev holds the ASan/UBSan/TSan and fuzzer runtimes clang links)
   libfuzzer-14-dev libclang-rt-14-dev
+  haproxy  # routing over inferd nodes (docs/fleet.md, "Routing on HAProxy"; tests/fleet, deploy/fleet)
   # the live dashboard (issue 18, src/server/dashboard.h): Chart.js embedded into the binary at
   # build time; tests/server/dashboard_test.py drives headless Chromium with npm puppeteer-core
   libjs-chart.js chromium nodejs

@@ -15,6 +15,7 @@ import argparse
 import csv
 import io
 import os
+import queue
 import re
 import signal
 import socket
@@ -49,21 +50,26 @@ class Node:
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.http = self.grpc = self.agent = self.metrics = None
         self._deadline = time.time() + start_timeout
+        self._lines = queue.Queue()  # log lines, None at the end; wait_started reads them
+        threading.Thread(target=self._pump, daemon=True).start()
 
     def wait_started(self):
-        """Reads the log until every port is named and the server is ready."""
+        """Reads the log until every port is named and the server is ready (the node must log at
+        info level: the port lines are info lines)."""
         lines = []
         patterns = {"http": r"HTTP KServe v2 listening on http://[^:]+:(\d+)",
                     "grpc": r"gRPC KServe v2 listening on [^:]+:(\d+)",
                     "metrics": r"metrics listening on http://[^:]+:(\d+)",
                     "agent": r"agent check listening on [^:]+:(\d+)"}
         ready = False
-        while time.time() < self._deadline and not ready:
-            line = self.proc.stdout.readline()
-            if not line:
+        while not ready:
+            try:
+                line = self._lines.get(timeout=max(0.0, self._deadline - time.time()))
+            except queue.Empty:
+                break
+            if line is None:  # the node exited
                 break
             lines.append(line)
-            self.log.write(line)
             for key, pattern in patterns.items():
                 if (m := re.search(pattern, line)):
                     setattr(self, key, int(m.group(1)))
@@ -72,12 +78,13 @@ class Node:
             self.proc.kill()
             raise RuntimeError(f"inferd node did not start (log {self.log_path}):\n" +
                                "".join(lines[-20:]))
-        threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self):
         for line in self.proc.stdout:
             self.log.write(line)
             self.log.flush()
+            self._lines.put(line)
+        self._lines.put(None)
 
     def spec(self, weight=100):
         return f"{LOOPBACK}:{self.http}:{weight},grpc={self.grpc},agent={self.agent}"
@@ -93,54 +100,35 @@ class Node:
             return self.proc.wait()
 
 
-class Fleet:
-    """N inferd nodes (plus `backups` standby nodes) behind one HAProxy on 127.0.0.1.
+class Haproxy:
+    """One HAProxy on free loopback ports in front of `nodes`, with its config from `inferd fleet
+    haproxy-config` (checked by `haproxy -c`) in WORK_DIR/NAME.cfg and its stats socket beside it.
 
-    node_args[i] / node_wrappers[i]: extra serve flags / a command prefix for node i; weights[i]
-    its HAProxy weight. config_args: extra `inferd fleet haproxy-config` flags (e.g. ["--balance",
-    "roundrobin", "--check-inter-ms", "500"]). After start(): `http_url`, `grpc_target`,
-    `stats()` (HAProxy's `show stat` as dicts), `nodes`."""
+    backups: how many of the last nodes are standby servers; weights[i]: node i's HAProxy weight;
+    config_args: extra haproxy-config flags; agent=False leaves the agent checks out."""
 
-    def __init__(self, inferd, repo, work_dir, n=3, backups=0, node_args=None,
-                 node_wrappers=None, weights=None, config_args=(), haproxy="haproxy"):
-        self.inferd, self.repo, self.work_dir = inferd, repo, work_dir
-        self.n, self.backups = n, backups
-        self.node_args = node_args or [[] for _ in range(n + backups)]
-        self.node_wrappers = node_wrappers or [[] for _ in range(n + backups)]
-        self.weights = weights or [100] * (n + backups)
-        self.config_args = list(config_args)
-        self.haproxy_bin = haproxy
-        self.nodes = []
-        self.haproxy = None
+    def __init__(self, inferd, work_dir, nodes, name="haproxy", backups=0, weights=None,
+                 config_args=(), agent=True, haproxy="haproxy"):
+        self.inferd, self.nodes, self.backups = inferd, nodes, backups
+        self.weights = weights  # None: 100 each (nodes may be filled in after this)
+        self.config_args, self.agent, self.haproxy_bin = list(config_args), agent, haproxy
+        work_dir = os.path.abspath(work_dir)
         os.makedirs(work_dir, exist_ok=True)
-        self.config_path = os.path.join(work_dir, "haproxy.cfg")
-        self.socket_path = os.path.join(work_dir, "haproxy.sock")
-
-    def __enter__(self):
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
+        self.config_path = os.path.join(work_dir, f"{name}.cfg")
+        self.socket_path = os.path.join(work_dir, f"{name}.sock")
+        self.log_path = os.path.join(work_dir, f"{name}.log")
+        self.proc = None
 
     def start(self, ready_timeout=30):
-        for i in range(self.n + self.backups):
-            self.nodes.append(Node(self.inferd, self.repo,
-                                   os.path.join(self.work_dir, f"node{i + 1}.log"),
-                                   self.node_args[i], self.node_wrappers[i]))
-        for node in self.nodes:  # they load in parallel
-            node.wait_started()
         self.http_port, self.grpc_port = free_port(), free_port()
         cmd = [self.inferd, "fleet", "haproxy-config", "-o", self.config_path,
                "--http-bind", f"{LOOPBACK}:{self.http_port}",
                "--grpc-bind", f"{LOOPBACK}:{self.grpc_port}",
                "--stats-socket", self.socket_path] + self.config_args
+        active = len(self.nodes) - self.backups
         for i, node in enumerate(self.nodes):
-            cmd += ["--node" if i < self.n else "--backup", node.spec(self.weights[i])]
+            spec = node.spec(self.weights[i] if self.weights else 100) + ("" if self.agent else ",agent=0")
+            cmd += ["--node" if i < active else "--backup", spec]
         subprocess.run(cmd, check=True)
         check = subprocess.run([self.haproxy_bin, "-c", "-f", self.config_path],
                                capture_output=True, text=True)
@@ -149,10 +137,10 @@ class Fleet:
                                check.stderr)
         if os.path.exists(self.socket_path):
             os.unlink(self.socket_path)
-        self.haproxy_log = open(os.path.join(self.work_dir, "haproxy.log"), "w")
+        self.log = open(self.log_path, "w")
         # -db: stay in the foreground (a child of this script, stopped by it).
-        self.haproxy = subprocess.Popen([self.haproxy_bin, "-db", "-f", self.config_path],
-                                        stdout=self.haproxy_log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen([self.haproxy_bin, "-db", "-f", self.config_path],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
         self.http_url = f"http://{LOOPBACK}:{self.http_port}"
         self.grpc_target = f"{LOOPBACK}:{self.grpc_port}"
         self.wait_all_up(ready_timeout)
@@ -160,8 +148,9 @@ class Fleet:
     def wait_all_up(self, timeout):
         deadline = time.time() + timeout
         while time.time() < deadline:
-            if self.haproxy.poll() is not None:
-                raise RuntimeError(f"haproxy exited with {self.haproxy.returncode}")
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"haproxy exited with {self.proc.returncode} "
+                                   f"(log {self.log_path})")
             try:
                 rows = [r for r in self.stats() if r["svname"].startswith("node")]
                 if rows and all(r["status"] == "UP" for r in rows):
@@ -183,7 +172,7 @@ class Fleet:
         return b"".join(chunks).decode()
 
     def stats(self):
-        """`show stat` as a list of dicts (pxname, svname, status, weight, ...)."""
+        """`show stat` as a list of dicts (pxname, svname, status, weight, stot, ...)."""
         text = self.command("show stat").lstrip("# ")
         return list(csv.DictReader(io.StringIO(text)))
 
@@ -191,17 +180,70 @@ class Fleet:
         return {r["svname"]: r for r in self.stats() if r["pxname"] == backend and
                 r["svname"] not in ("FRONTEND", "BACKEND")}
 
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
     def stop(self):
-        """Stops HAProxy and every node (SIGTERM, then SIGKILL); safe to call twice."""
-        if self.haproxy is not None and self.haproxy.poll() is None:
-            self.haproxy.terminate()
+        if self.running():
+            self.proc.terminate()
             try:
-                self.haproxy.wait(timeout=10)
+                self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self.haproxy.kill()
-                self.haproxy.wait()
-        codes = [node.stop() for node in self.nodes]
-        return codes
+                self.proc.kill()
+                self.proc.wait()
+
+
+class Fleet:
+    """N inferd nodes (plus `backups` standby nodes) behind one HAProxy on 127.0.0.1.
+
+    node_args[i] / node_wrappers[i]: extra serve flags / a command prefix for node i; weights[i]
+    its HAProxy weight. config_args: extra `inferd fleet haproxy-config` flags (e.g. ["--balance",
+    "roundrobin", "--check-inter-ms", "500"]). After start(): `http_url`, `grpc_target`,
+    `stats()` / `server_stats()` (HAProxy's `show stat`), `nodes`, `proxy` (the Haproxy)."""
+
+    def __init__(self, inferd, repo, work_dir, n=3, backups=0, node_args=None,
+                 node_wrappers=None, weights=None, config_args=(), haproxy="haproxy"):
+        self.inferd, self.repo, self.work_dir = inferd, repo, work_dir
+        self.n, self.backups = n, backups
+        self.node_args = node_args or [[] for _ in range(n + backups)]
+        self.node_wrappers = node_wrappers or [[] for _ in range(n + backups)]
+        self.nodes = []
+        self.proxy = Haproxy(inferd, work_dir, self.nodes, backups=backups, weights=weights,
+                             config_args=config_args, haproxy=haproxy)
+        self.socket_path = self.proxy.socket_path
+
+    def __enter__(self):
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def start(self, ready_timeout=30):
+        for i in range(self.n + self.backups):
+            self.nodes.append(Node(self.inferd, self.repo,
+                                   os.path.join(self.work_dir, f"node{i + 1}.log"),
+                                   self.node_args[i], self.node_wrappers[i]))
+        for node in self.nodes:  # they load in parallel
+            node.wait_started()
+        self.proxy.start(ready_timeout)
+        self.http_url, self.grpc_target = self.proxy.http_url, self.proxy.grpc_target
+
+    def stats(self):
+        return self.proxy.stats()
+
+    def server_stats(self, backend="inferd_http"):
+        return self.proxy.server_stats(backend)
+
+    def stop(self):
+        """Stops HAProxy and every node (SIGTERM, then SIGKILL); safe to call twice. Returns the
+        nodes' exit codes."""
+        self.proxy.stop()
+        return [node.stop() for node in self.nodes]
 
 
 def main():
@@ -230,7 +272,7 @@ def main():
             print(f"node{i + 1}: http {node.http} grpc {node.grpc} agent {node.agent}", flush=True)
         print("Ctrl-C stops everything", flush=True)
         try:
-            while fleet.haproxy.poll() is None:
+            while fleet.proxy.running():
                 time.sleep(0.5)
         except KeyboardInterrupt:
             pass

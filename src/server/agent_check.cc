@@ -1,12 +1,12 @@
 #include "server/agent_check.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <algorithm>
-#include <thread>
-
 #include <boost/asio.hpp>
-#include <spdlog/spdlog.h>
+#include <thread>
 
 #include "serving/model_config.h"
 #include "serving/model_manager.h"
@@ -140,19 +140,6 @@ void AgentCheckServer::Stop() {
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
-namespace {
-
-// Time the version's instances spent executing batches (assembly, run, split), all batch sizes.
-uint64_t BusyNs(const serving::ModelStatisticsSnapshot& s) {
-  uint64_t ns = 0;
-  for (const auto& b : s.batch_stats) {
-    ns += b.compute_input.ns + b.compute_infer.ns + b.compute_output.ns;
-  }
-  return ns;
-}
-
-}  // namespace
-
 std::string ManagerAgentReply::operator()() {
   AgentInputs in;
   in.capacity = capacity_;
@@ -162,17 +149,31 @@ std::string ManagerAgentReply::operator()() {
     in.state = NodeState::kNotReady;
   }
   if (in.state != NodeState::kReady) return AgentReply(in);
+  const int total_threads =
+      inference_threads_ > 0 ? inference_threads_
+                             : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   std::vector<ModelSample> samples;
   for (const auto& s : manager_->GetStatistics()) {
-    auto config = manager_->GetConfig(s.name, s.version);
-    // Ensembles run on their steps' instances, which are counted on their own.
-    if (!config.ok() || (*config)->platform() == "ensemble") continue;
-    samples.push_back({fmt::format("{}/{}", s.name, s.version), BusyNs(s), s.pending,
-                       std::max(1, serving::ConfiguredInstanceCount(**config))});
+    // Ensembles (no instances of their own) run on their steps' instances, counted on their own.
+    if (s.instances <= 0) continue;
+    // Threads per instance as serving resolved them at load (from the configured count;
+    // autoscaling changes the count of running instances, not their threads).
+    int threads = 0, configured = 0;
+    if (auto config = manager_->GetConfig(s.name, s.version); config.ok()) {
+      threads = static_cast<int>((*config)->inferd().threads_per_instance());
+      configured = serving::ConfiguredInstanceCount(**config);
+    }
+    if (threads <= 0) threads = std::max(1, total_threads / std::max(1, configured));
+    samples.push_back(
+        {fmt::format("{}/{}", s.name, s.version), s.busy_ns, s.pending, s.instances, threads});
   }
   const auto now = std::chrono::steady_clock::now().time_since_epoch();
+  timespec cpu{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+  const auto cpu_ns = std::chrono::seconds(cpu.tv_sec) + std::chrono::nanoseconds(cpu.tv_nsec);
   MutexLock l(&mu_);
-  in.models = sampler_.Sample(now, samples);
+  in.models = sampler_.Sample(now, samples, cpu_ns);
+  in.cpu_share = sampler_.cpu_share();
   return AgentReply(in);
 }
 

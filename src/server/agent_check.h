@@ -55,12 +55,14 @@ class AgentCheckServer {
 
 // The reply of a node serving `manager` (which must outlive it): "drain" once SetDraining was
 // called, "down#not ready" while !manager->IsReady(), else "up ready W%" from every loaded
-// version's statistics (utilization over the time since the previous call, pending requests,
-// instance count from the effective config). Thread-safe.
+// version's statistics (busy time and instances now, for the utilization over the time since the
+// previous call; pending requests; threads per instance as serving resolves them from
+// `inference_threads`; the process's CPU time). Thread-safe.
 class ManagerAgentReply {
  public:
-  ManagerAgentReply(const serving::ModelManager* manager, double capacity)
-      : manager_(manager), capacity_(capacity) {}
+  // inference_threads: the manager's total_threads (0 = the machine's cores).
+  ManagerAgentReply(const serving::ModelManager* manager, double capacity, int inference_threads)
+      : manager_(manager), capacity_(capacity), inference_threads_(inference_threads) {}
   std::string operator()() EXCLUDES(mu_);
   // The node begins its shutdown: answer "drain" from now on.
   void SetDraining() { draining_.store(true); }
@@ -68,6 +70,7 @@ class ManagerAgentReply {
  private:
   const serving::ModelManager* manager_;
   const double capacity_;
+  const int inference_threads_;
   std::atomic<bool> draining_{false};
   Mutex mu_;
   LoadSampler sampler_ GUARDED_BY(mu_);

@@ -1,13 +1,15 @@
 #include "server/agent_check.h"
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include <atomic>
+
+#include "serving/model_manager.h"
+#include "serving/test_models.h"
 
 namespace inferd::server {
 namespace {
@@ -41,8 +43,8 @@ std::unique_ptr<AgentCheckServer> StartServer(std::function<std::string()> reply
 }
 
 TEST(AgentCheckServerTest, WritesOneLineAndCloses) {
-  auto server = StartServer([] { return std::string("up ready 42%\n"); },
-                            std::chrono::milliseconds(0));
+  auto server =
+      StartServer([] { return std::string("up ready 42%\n"); }, std::chrono::milliseconds(0));
   ASSERT_NE(server, nullptr);
   EXPECT_NE(server->port(), 0);
   EXPECT_EQ(ReadAll(Connect(server->port())), "up ready 42%\n");
@@ -94,6 +96,31 @@ TEST(AgentCheckServerTest, RefusesBadHostAndBusyPort) {
   auto busy = AgentCheckServer::Start(o, [] { return std::string("x\n"); });
   ASSERT_FALSE(busy.ok());
   EXPECT_NE(busy.status().message().find("cannot bind"), std::string::npos);
+}
+
+TEST(ManagerAgentReplyTest, DownWhileLoadingThenWeightThenDrain) {
+  const auto repo = serving::testing::FreshRepository("agent_");
+  serving::testing::WriteAddModel(repo / "double" / "1" / "model.onnx");
+  serving::ModelManagerOptions o;
+  o.repository = repo;
+  o.total_threads = 1;
+  auto manager = serving::ModelManager::Create(o);
+  ASSERT_TRUE(manager.ok()) << manager.status().message();
+  ManagerAgentReply full(manager->get(), 1.0, 1), half(manager->get(), 0.5, 1);
+  EXPECT_EQ(full(), "down#not ready\n");  // the repository is not loaded yet
+  ASSERT_TRUE((*manager)->Start().ok());
+  // Idle: the capacity alone (the CPU share starts at 1).
+  EXPECT_EQ(full(), "up ready 100%\n");
+  EXPECT_EQ(half(), "up ready 50%\n");
+  auto r = serving::testing::InferSync(
+      **manager,
+      serving::testing::Request("double", Tensor::FromVector<float>({1.f, 2.f}, {1, 2})));
+  ASSERT_TRUE(r.status.ok()) << r.status.message();
+  EXPECT_EQ(full().rfind("up ready ", 0), 0u);
+  full.SetDraining();
+  EXPECT_EQ(full(), "drain\n");
+  // Only the one told drains (the other's weight now depends on the inference's timing).
+  EXPECT_EQ(half().rfind("up ready ", 0), 0u);
 }
 
 }  // namespace

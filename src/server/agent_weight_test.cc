@@ -43,6 +43,16 @@ TEST(AgentWeightTest, FasterNodeGetsMoreAtTheSameLoad) {
   EXPECT_EQ(AgentWeightPercent(Ready(0.5, load)), 25);
 }
 
+TEST(AgentWeightTest, MeasuredCpuShareScalesTheWeight) {
+  AgentInputs in = Ready(1.0, {{1.0, 0, 1}});
+  in.cpu_share = 0.5;  // a node under a 50% CPU quota, all busy: 100 * 0.5 / 2
+  EXPECT_EQ(AgentWeightPercent(in), 25);
+  in.cpu_share = 3.0;  // clamped
+  EXPECT_EQ(AgentWeightPercent(in), 50);
+  in.cpu_share = -1;
+  EXPECT_EQ(AgentWeightPercent(in), 1);
+}
+
 TEST(AgentWeightTest, WeightStaysWithinOneToHundred) {
   EXPECT_EQ(AgentWeightPercent(Ready(1.0, {{1.0, 100000, 1}})), 1);
   EXPECT_EQ(AgentWeightPercent(Ready(0.0, {})), 1);
@@ -80,6 +90,26 @@ TEST(AgentWeightTest, SamplerComputesUtilizationBetweenSamples) {
   // Same instant twice: no window, no utilization.
   loads = s.Sample(milliseconds(2100), {{"a/1", 9'100'000'000, 0, 2}});
   EXPECT_DOUBLE_EQ(loads[0].utilization, 0.0);
+}
+
+TEST(AgentWeightTest, SamplerMeasuresCpuShareWhileBusy) {
+  using std::chrono::nanoseconds;
+  LoadSampler s;
+  EXPECT_EQ(s.cpu_share(), 1.0);
+  s.Sample(milliseconds(1000), {{"a/1", 0, 0, 1, 2}}, milliseconds(0));
+  // 1 s window, the instance busy 800 ms with 2 threads (1.6 s of CPU at full speed), the
+  // process used 0.4 s: a quarter.
+  s.Sample(milliseconds(2000), {{"a/1", 800'000'000, 0, 1, 2}}, milliseconds(400));
+  EXPECT_DOUBLE_EQ(s.cpu_share(), 0.25);
+  // Next window at full speed (clamped to 1): averaged with the last value.
+  s.Sample(milliseconds(3000), {{"a/1", 1'800'000'000, 0, 1, 2}}, milliseconds(2500));
+  EXPECT_DOUBLE_EQ(s.cpu_share(), 0.625);
+  // Idle (busy 10 ms of 1 s): too little evidence, the share stays.
+  s.Sample(milliseconds(4000), {{"a/1", 1'810'000'000, 0, 1, 2}}, milliseconds(2501));
+  EXPECT_DOUBLE_EQ(s.cpu_share(), 0.625);
+  // Starved: floor 0.05, averaged.
+  s.Sample(milliseconds(5000), {{"a/1", 2'810'000'000, 0, 1, 2}}, milliseconds(2501));
+  EXPECT_DOUBLE_EQ(s.cpu_share(), (0.625 + 0.05) / 2);
 }
 
 }  // namespace

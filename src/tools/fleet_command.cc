@@ -7,9 +7,10 @@ namespace inferd::tools {
 CLI::App* AddFleetSubcommand(CLI::App& app, FleetCommandOptions* o) {
   CLI::App* fleet = app.add_subcommand("fleet", "Tools for running several inferd nodes");
   fleet->require_subcommand(1, 1);
-  CLI::App* cmd = fleet->add_subcommand(
-      "haproxy-config", "Write an haproxy.cfg routing HTTP and gRPC over inferd nodes "
-                        "(least connections, health checks, retries, agent weights)");
+  CLI::App* cmd =
+      fleet->add_subcommand("haproxy-config",
+                            "Write an haproxy.cfg routing HTTP and gRPC over inferd nodes "
+                            "(least connections, health checks, retries, agent weights)");
   cmd->add_option("--node", o->nodes,
                   "HOST:PORT[:WEIGHT][,grpc=PORT][,agent=PORT]: an inferd node by its HTTP port "
                   "(repeatable; weight 0..256, default 100)")
@@ -51,6 +52,7 @@ CLI::App* AddFleetSubcommand(CLI::App& app, FleetCommandOptions* o) {
   cmd->add_option("--buffer-bytes", c.buffer_bytes,
                   "HAProxy's buffer (tune.bufsize): larger requests are not retried")
       ->capture_default_str();
+  cmd->add_flag("--log", c.log, "Log every request to HAProxy's stdout (run with haproxy -db)");
   cmd->add_option("--output,-o", o->output, "Where to write the config ('-' = stdout)")
       ->capture_default_str();
   return cmd;

@@ -2,11 +2,10 @@
 // inferd nodes (tools/haproxy_config.h builds the text; docs/fleet.md, "Routing on HAProxy").
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <ostream>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "common/status.h"
 #include "tools/haproxy_config.h"

@@ -1,13 +1,12 @@
 #include "tools/haproxy_config.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 
 #include <cctype>
 #include <charconv>
 #include <set>
 #include <sstream>
-
-#include <fmt/format.h>
 
 namespace inferd::tools {
 namespace {
@@ -114,9 +113,12 @@ std::string Address(const FleetNode& n) {
 
 const char* BalanceLine(FleetBalance b) {
   switch (b) {
-    case FleetBalance::kLeastConn: return "leastconn";
-    case FleetBalance::kRandom2: return "random(2)";
-    case FleetBalance::kRoundRobin: return "roundrobin";
+    case FleetBalance::kLeastConn:
+      return "leastconn";
+    case FleetBalance::kRandom2:
+      return "random(2)";
+    case FleetBalance::kRoundRobin:
+      return "roundrobin";
   }
   return "leastconn";
 }
@@ -133,9 +135,10 @@ Status CheckOptions(const HaproxyConfigOptions& o) {
       return InvalidArgument("node {}: weight {} is outside 0..256", name, n.weight);
     }
     if (!o.grpc_bind.empty() && n.grpc_port == 0) {
-      return InvalidArgument("node {} has no gRPC port (grpc=PORT or a gRPC port offset), but "
-                             "the config has a gRPC frontend",
-                             name);
+      return InvalidArgument(
+          "node {} has no gRPC port (grpc=PORT or a gRPC port offset), but "
+          "the config has a gRPC frontend",
+          name);
     }
     active = active || !n.backup;
   }
@@ -143,6 +146,10 @@ Status CheckOptions(const HaproxyConfigOptions& o) {
   RETURN_IF_ERROR(CheckBind(o.http_bind, "HTTP bind"));
   if (!o.grpc_bind.empty()) RETURN_IF_ERROR(CheckBind(o.grpc_bind, "gRPC bind"));
   if (!o.stats_bind.empty()) RETURN_IF_ERROR(CheckBind(o.stats_bind, "stats bind"));
+  if (!o.stats_socket.empty() && o.stats_socket[0] != '/') {
+    // HAProxy reads anything else as HOST:PORT.
+    return InvalidArgument("stats socket path '{}' must be absolute", o.stats_socket);
+  }
   if (o.stats_socket.find_first_of(" \t\n\"'#") != std::string::npos) {
     return InvalidArgument("stats socket path '{}' has a space, quote or '#'", o.stats_socket);
   }
@@ -183,6 +190,10 @@ void WriteBackend(const HaproxyConfigOptions& o, const char* name, bool grpc,
                   std::ostringstream& out) {
   out << "backend " << name << "\n";
   out << "    balance " << BalanceLine(o.balance) << "\n";
+  // A request can only be retried if HAProxy holds all of it when it sends it: wait for the body
+  // (clients often write the head and the body separately). Not for gRPC, whose bidirectional
+  // streams (ModelStreamInfer) must flow.
+  if (!grpc) out << "    option http-buffer-request\n";
   out << "    option httpchk\n";
   out << "    http-check send meth GET uri /v2/health/ready\n";
   out << "    http-check expect status 200\n";
@@ -245,9 +256,11 @@ StatusOr<std::string> HaproxyConfigText(const HaproxyConfigOptions& o) {
   if (!o.stats_socket.empty()) {
     out << fmt::format("    stats socket {} mode 600 level admin\n", o.stats_socket);
   }
+  if (o.log) out << "    log stdout format raw local0\n";
   out << "\n";
   out << "defaults\n";
   out << "    mode http\n";
+  if (o.log) out << "    log global\n    option httplog\n";
   out << "    option http-keep-alive\n";
   out << fmt::format("    timeout connect {}ms\n", o.connect_timeout_ms);
   out << fmt::format("    timeout client {}ms\n", o.client_timeout_ms);

@@ -51,11 +51,11 @@ struct HaproxyConfigOptions {
   std::string grpc_bind = "127.0.0.1:8081";  // HOST:PORT of the gRPC frontend; "" = none
   std::string stats_socket;                  // unix socket path for `show stat`; "" = none
   std::string stats_bind;                    // HOST:PORT serving /stats (HTML, ;csv); "" = none
-  int check_inter_ms = 1000;  // health-check interval
-  int fall = 2;               // failed checks before a node is marked down
-  int rise = 2;               // passed checks before it is marked up again
-  int agent_inter_ms = 1000;  // agent-check interval
-  int retries = 3;            // attempts after the first; every retry goes to another node
+  int check_inter_ms = 1000;                 // health-check interval
+  int fall = 2;                              // failed checks before a node is marked down
+  int rise = 2;                              // passed checks before it is marked up again
+  int agent_inter_ms = 1000;                 // agent-check interval
+  int retries = 3;  // attempts after the first; every retry goes to another node
   int connect_timeout_ms = 1000;
   int server_timeout_ms = 60000;  // longest a node may take to answer (a retry on expiry)
   int client_timeout_ms = 60000;
@@ -63,6 +63,7 @@ struct HaproxyConfigOptions {
   // retried. Also its limit on a request's head.
   int buffer_bytes = 65536;
   int maxconn = 4096;
+  bool log = false;  // one log line per request on HAProxy's stdout (for haproxy -db)
 };
 
 // Checks `options` (nodes as ParseFleetNode does, no duplicate address, at least one active node,

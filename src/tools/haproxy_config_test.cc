@@ -75,24 +75,33 @@ TEST(HaproxyConfigTest, WritesHttpAndGrpcBackendsWithChecksRetriesAndAgents) {
   ASSERT_TRUE(text.ok()) << text.status().message();
   const std::string& t = *text;
   EXPECT_TRUE(Has(t, "    stats socket /tmp/haproxy.sock mode 600 level admin\n"));
-  EXPECT_TRUE(Has(t, "    retries 3\n    option redispatch 1\n"
-                     "    retry-on conn-failure empty-response response-timeout 503\n"));
+  EXPECT_TRUE(Has(t,
+                  "    retries 3\n    option redispatch 1\n"
+                  "    retry-on conn-failure empty-response response-timeout 503\n"));
   EXPECT_TRUE(Has(t, "frontend inferd_http\n    bind 127.0.0.1:8080\n"));
   EXPECT_TRUE(Has(t, "frontend inferd_grpc\n    bind 127.0.0.1:8081 proto h2\n"));
-  EXPECT_TRUE(Has(t, "backend inferd_http\n    balance leastconn\n    option httpchk\n"
-                     "    http-check send meth GET uri /v2/health/ready\n"
-                     "    http-check expect status 200\n"
-                     "    default-server inter 1000ms fall 2 rise 2 agent-inter 1000ms\n"));
-  EXPECT_TRUE(Has(t, "    server node1 127.0.0.1:8000 weight 100 check port 8000 agent-check "
-                     "agent-port 8003\n"));
-  EXPECT_TRUE(Has(t, "    server node2 127.0.0.1:8010 weight 50 check port 8010 agent-check "
-                     "agent-port 8013\n"));
+  EXPECT_TRUE(Has(t,
+                  "backend inferd_http\n    balance leastconn\n"
+                  "    option http-buffer-request\n    option httpchk\n"
+                  "    http-check send meth GET uri /v2/health/ready\n"
+                  "    http-check expect status 200\n"
+                  "    default-server inter 1000ms fall 2 rise 2 agent-inter 1000ms\n"));
+  EXPECT_TRUE(Has(t,
+                  "    server node1 127.0.0.1:8000 weight 100 check port 8000 agent-check "
+                  "agent-port 8003\n"));
+  EXPECT_TRUE(Has(t,
+                  "    server node2 127.0.0.1:8010 weight 50 check port 8010 agent-check "
+                  "agent-port 8013\n"));
   EXPECT_TRUE(Has(t, "    server backup1 127.0.0.1:8020 weight 100 check port 8020 backup\n"));
-  EXPECT_TRUE(Has(t, "    server node1 127.0.0.1:8001 weight 100 check port 8000 proto h2 "
-                     "check-proto h1 agent-check agent-port 8003\n"));
-  EXPECT_TRUE(Has(t, "    server backup1 127.0.0.1:8021 weight 100 check port 8020 proto h2 "
-                     "check-proto h1 backup\n"));
+  EXPECT_TRUE(Has(t,
+                  "    server node1 127.0.0.1:8001 weight 100 check port 8000 proto h2 "
+                  "check-proto h1 agent-check agent-port 8003\n"));
+  EXPECT_TRUE(Has(t,
+                  "    server backup1 127.0.0.1:8021 weight 100 check port 8020 proto h2 "
+                  "check-proto h1 backup\n"));
+  EXPECT_TRUE(Has(t, "backend inferd_grpc\n    balance leastconn\n    option httpchk\n"));
   EXPECT_FALSE(Has(t, "frontend inferd_stats"));
+  EXPECT_FALSE(Has(t, "log"));
 }
 
 TEST(HaproxyConfigTest, BalanceOptionsAndNoGrpc) {
@@ -100,11 +109,14 @@ TEST(HaproxyConfigTest, BalanceOptionsAndNoGrpc) {
   o.balance = *ParseFleetBalance("random2");
   o.grpc_bind = "";
   o.stats_bind = "127.0.0.1:9999";
+  o.log = true;
   for (FleetNode& n : o.nodes) n.grpc_port = 0;
   o.nodes[0].host = "::1";
   auto text = HaproxyConfigText(o);
   ASSERT_TRUE(text.ok()) << text.status().message();
   EXPECT_TRUE(Has(*text, "    balance random(2)\n"));
+  EXPECT_TRUE(Has(*text, "    log stdout format raw local0\n"));
+  EXPECT_TRUE(Has(*text, "    log global\n    option httplog\n"));
   EXPECT_FALSE(Has(*text, "inferd_grpc"));
   EXPECT_TRUE(Has(*text, "    server node1 [::1]:8000 weight"));
   EXPECT_TRUE(Has(*text, "frontend inferd_stats\n    bind 127.0.0.1:9999\n"));
@@ -138,6 +150,8 @@ TEST(HaproxyConfigTest, RefusesBadNodeListsAndOptions) {
   o = ThreeNodes();
   o.stats_socket = "/tmp/a b";
   EXPECT_NE(ConfigError(o).find("stats socket"), std::string::npos);
+  o.stats_socket = "build/haproxy.sock";
+  EXPECT_NE(ConfigError(o).find("must be absolute"), std::string::npos);
   o = ThreeNodes();
   o.fall = 0;
   EXPECT_NE(ConfigError(o).find("fall 0"), std::string::npos);

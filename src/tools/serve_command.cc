@@ -413,7 +413,8 @@ Status ServeCommand(const ServeOptions& o) {
   mo.external_models = generative.folders;
   ASSIGN_OR_RETURN(auto manager, serving::ModelManager::Create(mo));
   // The agent says "down" while the repository loads, then the node's weight.
-  auto agent_reply = std::make_shared<server::ManagerAgentReply>(manager.get(), AgentCapacity(o));
+  auto agent_reply = std::make_shared<server::ManagerAgentReply>(manager.get(), AgentCapacity(o),
+                                                                     o.threads);
   ASSIGN_OR_RETURN(auto agent, StartAgentCheck(o, agent_reply));  // stopped before the manager
   SignalWatcher watcher(signals, manager.get());  // destroyed before the manager
   spdlog::info("loading model repository {} (model control mode {})", o.model_repository,
