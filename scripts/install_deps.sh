@@ -24,6 +24,8 @@ PACKAGES=(
   # hardening (issue 15, docs/hardening.md): libFuzzer for the fuzz targets of fuzz/ (clang's
   # -fsanitize=fuzzer; libclang-rt-14-dev holds the ASan/UBSan/TSan and fuzzer runtimes clang links)
   libfuzzer-14-dev libclang-rt-14-dev
+  libhiredis-dev  # the work queue's Redis client (src/workqueue/redis_client.h)
+  redis-server  # tests/workqueue and bench/fleet/queue_bench.py start one on a loopback port
 )
 
 missing=()

@@ -17,6 +17,7 @@
 #include "tools/serve_command.h"
 #include "tools/memory_policy.h"
 #include "tools/thread_policy.h"
+#include "tools/worker_command.h"
 
 namespace {
 
@@ -88,6 +89,8 @@ int Main(int argc, char** argv) {
 
   inferd::tools::BatchCommandOptions batch;
   CLI::App* batch_cmd = inferd::tools::AddBatchSubcommand(app, &batch);
+  inferd::tools::WorkerCommandOptions worker;
+  CLI::App* worker_cmd = inferd::tools::AddWorkerSubcommand(app, &worker);
 
   // Registered so `inferd --help` shows the planned interface; each exits with an error for now.
   const char* planned[][2] = {
@@ -131,6 +134,7 @@ int Main(int argc, char** argv) {
   }
   if (serve_cmd->parsed()) return Report(inferd::tools::ServeCommand(serve));
   if (batch_cmd->parsed()) return Report(inferd::tools::BatchCommand(batch, std::cerr));
+  if (worker_cmd->parsed()) return Report(inferd::tools::WorkerCommand(worker, std::cerr));
   if (bench_cmd->parsed()) return Report(inferd::tools::RunBench(bench, std::cout, std::cerr));
   if (inspect_cmd->parsed()) {
     return Report(inferd::tools::InspectModelCommand(inspect_model, std::cout));

@@ -190,10 +190,7 @@ StatusOr<batchjob::ModelInputInfo> Worker::Model(const std::string& name) {
   auto it = models_.find(name);
   if (it == models_.end()) {
     auto loaded = o_.resolve_model(name);
-    if (!loaded.ok()) {
-      loaded = loaded.status().WithContext(fmt::format("model '{}'", name));
-      Log(loaded.status().message());
-    }
+    if (!loaded.ok()) Log(loaded.status().message());  // the resolver's error names the model
     it = models_.emplace(name, std::move(loaded)).first;
   }
   return it->second;
