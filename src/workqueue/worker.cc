@@ -87,7 +87,13 @@ class Worker {
   void Prepare(Slot& s);
   void Dead(Slot& s, const Status& why);
   void RunEngine(std::vector<Slot>& slots);
-  Status Store(std::vector<Slot>& slots);
+  // The batch's result, dead-letter, notification and ack commands, added to store_; they are
+  // sent with the next read (StoreAndRead) or alone (Flush), acks always after results.
+  void BuildStore(std::vector<Slot>& slots);
+  Status AccountStore(const std::vector<RedisValue>& replies);
+  Status Flush();
+  StatusOr<std::vector<StreamEntry>> StoreAndRead();
+  std::vector<std::string> ReadArgs(const std::string& from, Ms block) const;
   Status Process(std::vector<Slot> slots);
   StatusOr<batchjob::ModelInputInfo> Model(const std::string& name);
 
@@ -95,6 +101,11 @@ class Worker {
   std::unique_ptr<RedisClient> redis_;
   std::string claim_cursor_ = "0-0";
   std::map<std::string, StatusOr<batchjob::ModelInputInfo>> models_;
+  struct PendingStore {
+    std::vector<std::vector<std::string>> cmds;
+    std::vector<size_t> set_index;  // cmds index of each SET, for the duplicate count
+  };
+  PendingStore store_;
   WorkerSummary sum_;
 };
 
@@ -124,7 +135,7 @@ Status Worker::EnsureGroup() {
   return Status::Ok();
 }
 
-StatusOr<std::vector<StreamEntry>> Worker::Read(const std::string& from, Ms block) {
+std::vector<std::string> Worker::ReadArgs(const std::string& from, Ms block) const {
   std::vector<std::string> args = {"XREADGROUP", "GROUP", o_.group, o_.consumer, "COUNT",
                                    std::to_string(o_.batch)};
   if (block.count() > 0) {
@@ -134,6 +145,11 @@ StatusOr<std::vector<StreamEntry>> Worker::Read(const std::string& from, Ms bloc
   args.push_back("STREAMS");
   args.push_back(o_.stream);
   args.push_back(from);
+  return args;
+}
+
+StatusOr<std::vector<StreamEntry>> Worker::Read(const std::string& from, Ms block) {
+  std::vector<std::string> args = ReadArgs(from, block);
   auto reply = Retry([&] { return redis_->Command(args, block); });
   if (!reply.ok() && IsRedisError(reply.status(), "NOGROUP")) {  // the stream was deleted
     RETURN_IF_ERROR(EnsureGroup());
@@ -265,11 +281,11 @@ void Worker::RunEngine(std::vector<Slot>& slots) {
   }
 }
 
-Status Worker::Store(std::vector<Slot>& slots) {
-  std::vector<std::vector<std::string>> cmds;
+void Worker::BuildStore(std::vector<Slot>& slots) {
+  std::vector<std::vector<std::string>>& cmds = store_.cmds;
   std::vector<std::string> ack = {"XACK", o_.stream, o_.group};
   std::map<std::string, std::string> replies;  // reply stream -> "ID ID ..."
-  std::vector<size_t> set_index;               // cmds index of each SET, for the duplicate count
+  std::vector<size_t>& set_index = store_.set_index;
   for (Slot& s : slots) {
     if (s.outcome == Slot::Outcome::kRetry) continue;
     ack.push_back(s.entry.id);
@@ -311,16 +327,48 @@ Status Worker::Store(std::vector<Slot>& slots) {
   }
   for (auto& [stream, ids] : replies) cmds.push_back({"XADD", stream, "*", "ids", ids});
   if (ack.size() > 3) cmds.push_back(std::move(ack));
-  if (cmds.empty()) return Status::Ok();
-  ASSIGN_OR_RETURN(std::vector<RedisValue> out, Retry([&] { return redis_->Pipeline(cmds); }));
-  for (size_t i : set_index) {
+}
+
+Status Worker::AccountStore(const std::vector<RedisValue>& out) {
+  for (size_t i : store_.set_index) {
     if (out[i].is_nil()) ++sum_.duplicates;
   }
-  sum_.results += static_cast<int64_t>(set_index.size());
-  for (const RedisValue& v : out) {
-    if (v.type == RedisValue::Type::kError) return Internal("storing results: Redis replied {}", v.str);
+  sum_.results += static_cast<int64_t>(store_.set_index.size());
+  size_t n = store_.cmds.size();
+  store_ = PendingStore{};
+  for (size_t i = 0; i < n; ++i) {
+    if (out[i].type == RedisValue::Type::kError) {
+      return Internal("storing results: Redis replied {}", out[i].str);
+    }
   }
   return Status::Ok();
+}
+
+Status Worker::Flush() {
+  if (store_.cmds.empty()) return Status::Ok();
+  TimePoint t0 = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(std::vector<RedisValue> out,
+                   Retry([&] { return redis_->Pipeline(store_.cmds); }));
+  sum_.store_s += SecondsSince(t0);
+  return AccountStore(out);
+}
+
+StatusOr<std::vector<StreamEntry>> Worker::StoreAndRead() {
+  TimePoint t0 = std::chrono::steady_clock::now();
+  std::vector<std::vector<std::string>> cmds = store_.cmds;
+  cmds.push_back(ReadArgs(">", Ms(0)));
+  ASSIGN_OR_RETURN(std::vector<RedisValue> out, Retry([&] { return redis_->Pipeline(cmds); }));
+  sum_.store_s += SecondsSince(t0);
+  RETURN_IF_ERROR(AccountStore(out));
+  const RedisValue& read = out.back();
+  if (read.type == RedisValue::Type::kError) {
+    if (read.str.rfind("NOGROUP", 0) == 0) {  // the stream was deleted
+      RETURN_IF_ERROR(EnsureGroup());
+      return std::vector<StreamEntry>{};
+    }
+    return FailedPrecondition("Redis: XREADGROUP replied: {}", read.str);
+  }
+  return ParseReadReply(read, o_.stream);
 }
 
 Status Worker::Process(std::vector<Slot> slots) {
@@ -330,12 +378,10 @@ Status Worker::Process(std::vector<Slot> slots) {
   RunEngine(slots);
   for (const Slot& s : slots) sum_.retried += s.outcome == Slot::Outcome::kRetry ? 1 : 0;
   sum_.work_s += SecondsSince(t0);
-  TimePoint t1 = std::chrono::steady_clock::now();
-  Status stored = Store(slots);
-  sum_.redis_s += SecondsSince(t1);
+  BuildStore(slots);
   sum_.entries += static_cast<int64_t>(slots.size());
   ++sum_.batches;
-  return stored;
+  return Status::Ok();
 }
 
 StatusOr<WorkerSummary> Worker::Run() {
@@ -350,24 +396,32 @@ StatusOr<WorkerSummary> Worker::Run() {
     std::vector<Slot> slots;
     for (StreamEntry& e : mine) slots.push_back(Slot{std::move(e)});
     RETURN_IF_ERROR(Process(std::move(slots)));
+    RETURN_IF_ERROR(Flush());
   }
   TimePoint next_claim = std::chrono::steady_clock::now();
   while (!Stopping()) {
     std::vector<Slot> slots;
     TimePoint t0 = std::chrono::steady_clock::now();
     if (t0 >= next_claim) {
+      RETURN_IF_ERROR(Flush());
       RETURN_IF_ERROR(Claim(&slots));
       next_claim = t0 + o_.claim_interval;
     }
-    if (slots.empty()) {
+    if (slots.empty() && !store_.cmds.empty()) {
+      // The last batch's results and acks, then a read that does not block, in one round trip.
+      ASSIGN_OR_RETURN(std::vector<StreamEntry> read, StoreAndRead());
+      for (StreamEntry& e : read) slots.push_back(Slot{std::move(e)});
+      if (slots.empty()) continue;  // nothing waiting: the next read blocks
+    } else if (slots.empty()) {
       auto until_claim = std::chrono::duration_cast<Ms>(next_claim - t0);
       Ms block = std::clamp(until_claim, Ms(1), o_.block);
       ASSIGN_OR_RETURN(std::vector<StreamEntry> read, Read(">", block));
       for (StreamEntry& e : read) slots.push_back(Slot{std::move(e)});
+      (slots.empty() ? sum_.idle_s : sum_.read_s) += SecondsSince(t0);
     }
-    (slots.empty() ? sum_.idle_s : sum_.redis_s) += SecondsSince(t0);
     RETURN_IF_ERROR(Process(std::move(slots)));
   }
+  RETURN_IF_ERROR(Flush());  // the batch in flight at the stop
   sum_.seconds = SecondsSince(start);
   Log(fmt::format("stopping: {} entries, {} results ({} already stored), {} dead-lettered",
                   sum_.entries, sum_.results, sum_.duplicates, sum_.dead_lettered));
@@ -398,9 +452,9 @@ std::string WorkerSummaryJson(const WorkerSummary& s) {
   return fmt::format(
       "{{\"event\":\"worker_end\",\"entries\":{},\"results\":{},\"duplicates\":{},\"errors\":{},"
       "\"dead_lettered\":{},\"claimed\":{},\"retried\":{},\"batches\":{},\"seconds\":{:.6f},"
-      "\"redis_s\":{:.6f},\"idle_s\":{:.6f},\"work_s\":{:.6f}}}",
+      "\"read_s\":{:.6f},\"store_s\":{:.6f},\"idle_s\":{:.6f},\"work_s\":{:.6f}}}",
       s.entries, s.results, s.duplicates, s.errors, s.dead_lettered, s.claimed, s.retried,
-      s.batches, s.seconds, s.redis_s, s.idle_s, s.work_s);
+      s.batches, s.seconds, s.read_s, s.store_s, s.idle_s, s.work_s);
 }
 
 }  // namespace inferd::workqueue

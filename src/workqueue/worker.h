@@ -12,9 +12,11 @@
 //      with the reason and gets an error record; a request the model refuses gets an error record
 //      (as in a local job); a transient failure (protocol.h IsTransient) is left pending, so it
 //      comes back after `claim_idle`;
-//   4. store, in one pipelined round trip: SET result:S:ID RECORD NX [EX ttl] per entry, XADD to
-//      S:dead, XADD the ids to each entry's reply stream, then XACK. The ack comes after the
-//      result in the same connection's order, so an acknowledged entry always has its result,
+//   4. store, pipelined with the next batch's read (XREADGROUP without BLOCK) in one round trip:
+//      SET result:S:ID RECORD NX [EX ttl] per entry, XADD to S:dead, XADD the ids to each entry's
+//      reply stream, then XACK (when nothing is waiting, the stores go alone and the next read
+//      blocks). The ack comes after the result in the same connection's order (Redis runs a
+//      client's commands in order), so an acknowledged entry always has its result,
 //      and a worker killed before the ack leaves the entry pending for another worker, whose
 //      SET NX then keeps the first result: at most one result per entry, none lost.
 // On start the worker first re-runs the entries already pending under its own consumer name (a
@@ -72,8 +74,10 @@ struct WorkerSummary {
   int64_t retried = 0;        // transient failures left pending
   int64_t batches = 0;
   double seconds = 0;    // wall time of the loop
-  double redis_s = 0;    // time in Redis round trips (reads that returned entries, claims, stores)
-  double idle_s = 0;     // time in reads that returned nothing (waiting for work)
+  double read_s = 0;     // reads and claims that returned entries (may include waiting for them)
+  double store_s = 0;    // storing results, dead letters, notifications and acks, with the
+                         // next read when entries are waiting (one round trip per batch)
+  double idle_s = 0;     // reads that returned nothing (waiting for work)
   double work_s = 0;     // time decoding entries, running the engine and formatting records
 };
 
