@@ -225,6 +225,9 @@ def main():
     try:
         rounds = cost_rounds(args, redis)
         kill = None if args.skip_kill else kill_run(args, redis)
+        c = redis.client()
+        stats = c.command("INFO", "commandstats").decode()
+        c.close()
     finally:
         redis.stop()
     med = lambda side, key: statistics.median(x[side][key] for x in rounds)  # noqa: E731
@@ -241,12 +244,15 @@ def main():
         "worker_read_share": statistics.median(
             s["read_s"] / max(1e-9, s["read_s"] + s["work_s"]) for s in w),
         "rounds_detail": rounds, "kill": kill, "load_average": os.getloadavg(),
+        # Redis's own time per command over the whole run (INFO commandstats: calls, usec).
+        "redis_commands": {m.group(1): {"calls": int(m.group(2)), "usec": int(m.group(3))}
+                           for m in re.finditer(r"cmdstat_(\w+):calls=(\d+),usec=(\d+)", stats)},
     }
     summary["queue_cost_wall"] = summary["queue_wall_s"] / summary["local_wall_s"] - 1
     summary["queue_cost_cpu"] = summary["queue_cpu_s"] / summary["local_cpu_s"] - 1
     # CPU the queue adds per entry, and what share of the engine's work per entry that is.
     summary["queue_cpu_us_per_entry"] = 1e6 * (summary["queue_cpu_s"] - summary["local_cpu_s"]) / args.items
-    summary["work_us_per_entry"] = 1e6 * statistics.median(s["work_s"] for s in w) / args.items
+    summary["work_cpu_us_per_entry"] = 1e6 * summary["local_cpu_s"] / args.items
     with open(os.path.join(args.work_dir, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     brief = {k: v for k, v in summary.items() if k != "rounds_detail"}

@@ -156,6 +156,51 @@ StatusOr<std::vector<PendingEntry>> ParsePendingReply(const RedisValue& reply) {
   return out;
 }
 
+StatusOr<std::vector<GroupPosition>> ParseGroups(const RedisValue& reply) {
+  if (!reply.is_array()) return InvalidArgument("XINFO GROUPS reply is not an array");
+  std::vector<GroupPosition> out;
+  for (const RedisValue& g : reply.elements) {
+    if (!g.is_array() || g.elements.size() % 2 != 0) {
+      return InvalidArgument("XINFO GROUPS reply: a group is not name/value pairs");
+    }
+    GroupPosition p;
+    for (size_t i = 0; i + 1 < g.elements.size(); i += 2) {
+      const RedisValue& k = g.elements[i];
+      const RedisValue& v = g.elements[i + 1];
+      if (!k.is_string() || !v.is_string()) continue;
+      if (k.str == "name") p.name = v.str;
+      if (k.str == "last-delivered-id") p.last_delivered = v.str;
+    }
+    if (p.name.empty() || p.last_delivered.empty()) {
+      return InvalidArgument("XINFO GROUPS reply: a group without name or last-delivered-id");
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::string SafeTrimId(const std::vector<GroupPosition>& groups) {
+  if (groups.empty()) return "";
+  std::pair<uint64_t, uint64_t> safe{UINT64_MAX, UINT64_MAX};
+  for (const GroupPosition& g : groups) {
+    // Entries up to last_delivered are read; the oldest pending one must stay.
+    std::pair<uint64_t, uint64_t> limit;
+    if (!g.oldest_pending.empty()) {
+      auto id = ParseEntryId(g.oldest_pending);
+      if (!id.ok()) return "";
+      limit = *id;
+    } else {
+      auto id = ParseEntryId(g.last_delivered);
+      if (!id.ok()) return "";
+      limit = id->second == UINT64_MAX ? std::make_pair(id->first + 1, uint64_t{0})
+                                       : std::make_pair(id->first, id->second + 1);
+    }
+    safe = std::min(safe, limit);
+  }
+  if (safe == std::make_pair(uint64_t{0}, uint64_t{0}) || safe.first == UINT64_MAX) return "";
+  return fmt::format("{}-{}", safe.first, safe.second);
+}
+
 bool IsTransient(const Status& status) {
   return status.code() == StatusCode::kUnavailable ||
          status.code() == StatusCode::kResourceExhausted ||

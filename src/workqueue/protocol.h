@@ -82,6 +82,18 @@ struct PendingEntry {
 // XPENDING key group [IDLE ms] start end count [consumer] (the extended form).
 StatusOr<std::vector<PendingEntry>> ParsePendingReply(const RedisValue& reply);
 
+// Where a consumer group stands on a stream (XINFO GROUPS, XPENDING's summary).
+struct GroupPosition {
+  std::string name;
+  std::string last_delivered;  // "0-0" = nothing read yet
+  std::string oldest_pending;  // "" = nothing pending
+};
+// XINFO GROUPS (RESP2: per group a flat list of name/value pairs).
+StatusOr<std::vector<GroupPosition>> ParseGroups(const RedisValue& reply);
+// The MINID below which every group has read and acknowledged every entry: entries with smaller
+// ids can be trimmed (XTRIM S MINID id) without losing work. "" when nothing can be.
+std::string SafeTrimId(const std::vector<GroupPosition>& groups);
+
 // Whether an inference failure is worth another delivery: the engine was overloaded or shutting
 // down (UNAVAILABLE, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED). Anything else is the request's fault
 // and is answered with an error record like a local job's.

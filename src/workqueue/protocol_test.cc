@@ -164,6 +164,24 @@ TEST(Replies, PendingGivesDeliveryCounts) {
   EXPECT_EQ((*p)[0].deliveries, 4);
 }
 
+TEST(Trim, KeepsWhatAnyGroupHasNotReadOrAcknowledged) {
+  // g1 read up to 10-3 with 7-0 still pending; g2 read up to 9-0 with nothing pending.
+  EXPECT_EQ(SafeTrimId({{"g1", "10-3", "7-0"}, {"g2", "9-0", ""}}), "7-0");
+  EXPECT_EQ(SafeTrimId({{"g1", "10-3", ""}, {"g2", "9-0", ""}}), "9-1");
+  EXPECT_EQ(SafeTrimId({{"g1", "0-0", ""}}), "0-1");
+  EXPECT_EQ(SafeTrimId({}), "");
+  EXPECT_EQ(SafeTrimId({{"g1", "junk", ""}}), "");
+  RedisValue groups = Arr({Arr({Str("name"), Str("g1"), Str("consumers"), Int(2), Str("pending"),
+                                Int(1), Str("last-delivered-id"), Str("10-3")})});
+  auto parsed = ParseGroups(groups);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  ASSERT_EQ(parsed->size(), 1u);
+  EXPECT_EQ((*parsed)[0].name, "g1");
+  EXPECT_EQ((*parsed)[0].last_delivered, "10-3");
+  EXPECT_FALSE(ParseGroups(Arr({Arr({Str("name")})})).ok());
+  EXPECT_FALSE(ParseGroups(Arr({Arr({Str("consumers"), Int(1)})})).ok());
+}
+
 TEST(Failures, OnlyOverloadIsRetried) {
   EXPECT_TRUE(IsTransient(Unavailable("shutting down")));
   EXPECT_TRUE(IsTransient(ResourceExhausted("queue full")));

@@ -18,7 +18,6 @@ using batchjob::StopReason;
 using TimePoint = std::chrono::steady_clock::time_point;
 
 constexpr size_t kSubmitChunk = 256;
-constexpr size_t kDeleteChunk = 1000;
 
 std::string NewJobId() {
   std::random_device rd;
@@ -55,6 +54,7 @@ class QueueJob {
   Status Submit();
   Status Collect();
   Status Write(const std::string& lines, int64_t records, int64_t errors);
+  StatusOr<std::string> TrimPoint();
   void Cleanup();
 
   const QueueJobOptions& o_;
@@ -64,7 +64,6 @@ class QueueJob {
   std::string reply_cursor_ = "0-0";
   size_t next_ = 0;
   std::unordered_map<std::string, size_t> outstanding_;  // entry id -> item index
-  std::vector<std::string> submitted_ids_;
   bool stopping_ = false;
   JobSummary s_;
 };
@@ -133,7 +132,6 @@ Status QueueJob::Submit() {
       return Internal("XADD to {} failed: {}", o_.stream, ids[i].str);
     }
     outstanding_.emplace(ids[i].str, index[i]);
-    submitted_ids_.push_back(ids[i].str);
   }
   s_.submitted += static_cast<int64_t>(ids.size());
   return Status::Ok();
@@ -188,15 +186,28 @@ Status QueueJob::Collect() {
   return deleted.ok() ? Status::Ok() : deleted.status();
 }
 
-void QueueJob::Cleanup() {
-  std::vector<std::vector<std::string>> cmds = {{"DEL", reply_}};
-  for (size_t i = 0; i < submitted_ids_.size(); i += kDeleteChunk) {
-    std::vector<std::string> xdel = {"XDEL", o_.stream};
-    size_t end = std::min(submitted_ids_.size(), i + kDeleteChunk);
-    xdel.insert(xdel.end(), submitted_ids_.begin() + i, submitted_ids_.begin() + end);
-    cmds.push_back(std::move(xdel));
+StatusOr<std::string> QueueJob::TrimPoint() {
+  ASSIGN_OR_RETURN(RedisValue groups, redis_->Command({"XINFO", "GROUPS", o_.stream}));
+  ASSIGN_OR_RETURN(std::vector<GroupPosition> positions, ParseGroups(groups));
+  std::vector<std::vector<std::string>> cmds;
+  for (const GroupPosition& g : positions) cmds.push_back({"XPENDING", o_.stream, g.name});
+  ASSIGN_OR_RETURN(std::vector<RedisValue> pending, redis_->Pipeline(cmds));
+  for (size_t i = 0; i < positions.size(); ++i) {
+    const RedisValue& p = pending[i];
+    if (p.is_array() && p.elements.size() >= 2 && p.elements[1].is_string()) {
+      positions[i].oldest_pending = p.elements[1].str;
+    }
   }
-  auto ignored = redis_->Pipeline(cmds);  // best effort: leftovers are harmless, acked entries
+  return SafeTrimId(positions);
+}
+
+void QueueJob::Cleanup() {
+  // Entries every group has read and acknowledged are trimmed in one XTRIM MINID: far cheaper
+  // for Redis than an XDEL of each id (which cost more than all other commands of a job).
+  auto trim = TrimPoint();
+  std::vector<std::vector<std::string>> cmds = {{"DEL", reply_}};
+  if (trim.ok() && !trim->empty()) cmds.push_back({"XTRIM", o_.stream, "MINID", *trim});
+  auto ignored = redis_->Pipeline(cmds);  // best effort: leftovers are acknowledged entries
   (void)ignored;
 }
 

@@ -161,6 +161,7 @@ def case_kill(args, redis):
         check(f["reason"] and f["entry"] and f["request"], f"dead letter without reason: {f}")
     check(sum(pending_by_consumer(r, "jobs", "g").values()) == 0, "entries left pending")
     check(r.command("KEYS", "result:jobs:*") == [], "result keys left behind")
+    check(r.command("XLEN", "jobs") == 0, "acknowledged entries not trimmed from the stream")
     summaries = []
     for n in ("w1", "w2"):
         if workers[n].poll() is None:
