@@ -1,7 +1,8 @@
 #include "workqueue/queue_job.h"
 
-#include <unordered_map>
+#include <algorithm>
 #include <random>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -159,7 +160,10 @@ Status QueueJob::Collect() {
   std::vector<std::string> mget = {"MGET"}, del = {"DEL"};
   for (const std::string& id : ready) mget.push_back(ResultKey(o_.stream, id));
   del.insert(del.end(), mget.begin() + 1, mget.end());
-  ASSIGN_OR_RETURN(RedisValue values, redis_->Command(mget));
+  // Read and delete in one round trip: a result deleted but not yet written (this process dies
+  // in between) is not lost work, since --resume submits every input without a record again.
+  ASSIGN_OR_RETURN(std::vector<RedisValue> replies, redis_->Pipeline({mget, del}));
+  const RedisValue& values = replies[0];
   if (!values.is_array() || values.elements.size() != ready.size()) {
     return Internal("MGET of {} results: unexpected reply", ready.size());
   }
@@ -181,9 +185,7 @@ Status QueueJob::Collect() {
     }
     outstanding_.erase(ready[i]);
   }
-  RETURN_IF_ERROR(Write(lines, static_cast<int64_t>(ready.size()), errors));
-  auto deleted = redis_->Command(del);  // after the records are durable
-  return deleted.ok() ? Status::Ok() : deleted.status();
+  return Write(lines, static_cast<int64_t>(ready.size()), errors);
 }
 
 StatusOr<std::string> QueueJob::TrimPoint() {

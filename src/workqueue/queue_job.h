@@ -5,11 +5,12 @@
 //            bytes as `file`; at most `max_queued` entries are submitted and not yet answered
 //            (pipelined XADDs, up to 256 a round trip);
 //   collect  XREAD BLOCK on the job's own reply stream (S:reply:JOB) gives the ids whose results
-//            are stored; MGET fetches the records, which are appended to the output exactly as a
-//            local job writes them (fdatasync per burst), then their keys are deleted. An id
-//            seen twice (a redelivered entry notifies again) is written once.
-//   finish   when every submitted entry has a record; then the job's entries and reply stream
-//            are deleted. On a signal (or --max-errors) no more entries are submitted and the
+//            are stored; MGET fetches the records and DEL removes their keys (one round trip),
+//            and they are appended to the output exactly as a local job writes them (fdatasync
+//            per burst). An id seen twice (a redelivered entry notifies again) is written once.
+//   finish   when every submitted entry has a record; then the reply stream is deleted and the
+//            job stream trimmed to what every group has read and acknowledged (XTRIM MINID,
+//            protocol.h SafeTrimId). On a signal (or --max-errors) no more entries are submitted and the
 //            ones submitted are still collected; a second signal kills the process as usual.
 // Items that cannot be read here (an unreadable file) become error records without a round trip.
 // If no result arrives for `idle_timeout` the job stops (DEADLINE_EXCEEDED: are workers running
