@@ -230,6 +230,7 @@ def main():
         c.close()
     finally:
         redis.stop()
+    entries = 3 + args.rounds * args.items + (0 if kill is None else args.items)
     med = lambda side, key: statistics.median(x[side][key] for x in rounds)  # noqa: E731
     w = [x["queue"]["worker"] for x in rounds]
     summary = {
@@ -244,10 +245,14 @@ def main():
         "worker_read_share": statistics.median(
             s["read_s"] / max(1e-9, s["read_s"] + s["work_s"]) for s in w),
         "rounds_detail": rounds, "kill": kill, "load_average": os.getloadavg(),
-        # Redis's own time per command over the whole run (INFO commandstats: calls, usec).
+        # Redis's own time per command over the whole run (INFO commandstats: calls, usec), and
+        # per entry of the run (3 one-item calibration jobs, the rounds, the kill run).
         "redis_commands": {m.group(1): {"calls": int(m.group(2)), "usec": int(m.group(3))}
                            for m in re.finditer(r"cmdstat_(\w+):calls=(\d+),usec=(\d+)", stats)},
+        "entries_through_redis": entries,
     }
+    summary["redis_usec_per_entry"] = {k: v["usec"] / entries
+                                       for k, v in summary["redis_commands"].items()}
     summary["queue_cost_wall"] = summary["queue_wall_s"] / summary["local_wall_s"] - 1
     summary["queue_cost_cpu"] = summary["queue_cpu_s"] / summary["local_cpu_s"] - 1
     # CPU the queue adds per entry, and what share of the engine's work per entry that is.
