@@ -25,6 +25,8 @@ PACKAGES=(
   # -fsanitize=fuzzer; libclang-rt-14-dev holds the ASan/UBSan/TSan and fuzzer runtimes clang links)
   libfuzzer-14-dev libclang-rt-14-dev
   haproxy  # routing over inferd nodes (docs/fleet.md, "Routing on HAProxy"; tests/fleet, deploy/fleet)
+  libhiredis-dev  # the work queue's Redis client (src/workqueue/redis_client.h)
+  redis-server  # tests/workqueue and bench/fleet/queue_bench.py start one on a loopback port
   # the live dashboard (issue 18, src/server/dashboard.h): Chart.js embedded into the binary at
   # build time; tests/server/dashboard_test.py drives headless Chromium with npm puppeteer-core
   libjs-chart.js chromium nodejs
