@@ -133,7 +133,7 @@ def main():
                                                   "schema": PERSON}}
     stats = {"constrained": [0, 0.0], "unconstrained": [0, 0.0]}
     valid = stopped = done = 0
-    lengths, invalid = [], []
+    lengths, invalid, examples = [], [], []
     try:
         # Warm-up: the first constrained request compiles the schema (cached afterwards).
         run_batch(url, [{**base, "max_tokens": 16}, {**base, "response_format": fmt,
@@ -150,6 +150,8 @@ def main():
             stats["constrained"][1] += span
             for r in results:
                 lengths.append(r.get("tokens", 0))
+                if len(examples) < 3:
+                    examples.append(r.get("text"))
                 stopped += r.get("finish") == "stop"
                 try:
                     jsonschema.validate(json.loads(r.get("text", "")), PERSON)
@@ -180,6 +182,7 @@ def main():
                           "tokens_per_s": round(tps["unconstrained"], 1)},
         "ratio_constrained_over_unconstrained":
             round(tps["constrained"] / tps["unconstrained"], 3) if tps["unconstrained"] else None,
+        "examples": examples,
         "invalid_examples": invalid[:3],
     }
     text = json.dumps(report, indent=2)
