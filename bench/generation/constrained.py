@@ -30,7 +30,7 @@ import requests
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "tests" / "server"))
-from server_test import Server  # noqa: E402
+from server_test import Server, link_model_file  # noqa: E402
 
 PERSON = {
     "type": "object",
@@ -53,7 +53,7 @@ def write_repository(root, model_dir, model):
     os.makedirs(f"{root}/{model}/1")
     for f in os.listdir(model_dir):
         if f.startswith("model.onnx") or f in ("config.json", "tokenizer.model"):
-            os.symlink(os.path.abspath(os.path.join(model_dir, f)), f"{root}/{model}/1/{f}")
+            link_model_file(os.path.join(model_dir, f), f"{root}/{model}/1/{f}")
     with open(f"{root}/{model}/config.pbtxt", "w") as out:
         out.write('backend: "inferd_generate"\n'
                   'parameters { key: "kv_cache_bytes" value: { string_value: "64MiB" } }\n'

@@ -21,7 +21,7 @@ import jsonschema
 import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_test import Server  # noqa: E402
+from server_test import Server, link_model_file  # noqa: E402
 
 failures = []
 
@@ -54,7 +54,7 @@ def write_repository(root, gen_models):
     os.makedirs(f"{root}/tiny-llama/1")
     for f in os.listdir(src):
         if f.startswith("model.onnx") or f in ("config.json", "tokenizer.model"):
-            os.symlink(os.path.abspath(os.path.join(src, f)), f"{root}/tiny-llama/1/{f}")
+            link_model_file(os.path.join(src, f), f"{root}/tiny-llama/1/{f}")
     with open(f"{root}/tiny-llama/config.pbtxt", "w") as out:
         out.write('backend: "inferd_generate"\n'
                   'parameters { key: "kv_cache_bytes" value: { string_value: "16MiB" } }\n'
