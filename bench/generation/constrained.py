@@ -65,7 +65,10 @@ def stream_one(url, body, out):
     text, first, last, usage, finish = [], None, None, None, None
     with requests.post(url, json=body, stream=True, timeout=600) as r:
         r.raise_for_status()
-        for line in r.iter_lines(decode_unicode=True):
+        # Bytes, decoded as UTF-8 here: requests would decode text/event-stream (no charset in
+        # the header) as ISO-8859-1 and turn every non-ASCII character into several.
+        for raw in r.iter_lines():
+            line = raw.decode("utf-8")
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
             chunk = json.loads(line[6:])

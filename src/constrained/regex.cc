@@ -536,6 +536,18 @@ class DfaBuilder {
  public:
   static StatusOr<Dfa> Build(const std::vector<NfaState>& nfa, int start, int accept,
                              const DfaOptions& options);
+
+ private:
+  // The untrimmed DFA: NFA state sets and their transitions, [set * classes + class].
+  struct Subsets {
+    std::vector<std::vector<int>> sets;
+    std::vector<int32_t> table;
+  };
+  static std::vector<uint8_t> ByteClasses(const std::vector<NfaState>& nfa, Dfa* dfa);
+  static StatusOr<Subsets> Construct(const std::vector<NfaState>& nfa, int start,
+                                     const std::vector<uint8_t>& representative,
+                                     const DfaOptions& options);
+  static std::vector<uint8_t> Live(const Subsets& d, int classes, int accept);
 };
 
 namespace {
@@ -560,14 +572,12 @@ void Closure(const std::vector<NfaState>& nfa, std::vector<int>* set, std::vecto
 
 }  // namespace
 
-StatusOr<Dfa> DfaBuilder::Build(const std::vector<NfaState>& nfa, int start, int accept,
-                                const DfaOptions& options) {
-  // Byte classes: bytes no NFA edge tells apart share a column.
+// Bytes no NFA edge tells apart share a column; returns one representative byte per class.
+std::vector<uint8_t> DfaBuilder::ByteClasses(const std::vector<NfaState>& nfa, Dfa* dfa) {
   std::vector<uint8_t> boundary(257, 0);
   for (const NfaState& s : nfa) {
     for (auto [lo, hi, to] : s.edges) boundary[lo] = boundary[hi + 1] = 1;
   }
-  Dfa dfa;
   int cls = -1;
   std::vector<uint8_t> representative;
   for (int b = 0; b < 256; ++b) {
@@ -575,22 +585,26 @@ StatusOr<Dfa> DfaBuilder::Build(const std::vector<NfaState>& nfa, int start, int
       ++cls;
       representative.push_back(static_cast<uint8_t>(b));
     }
-    dfa.class_of_[b] = static_cast<uint8_t>(cls);
+    dfa->class_of_[b] = static_cast<uint8_t>(cls);
   }
-  const int classes = cls + 1;
+  dfa->num_classes_ = cls + 1;
+  return representative;
+}
+
+StatusOr<DfaBuilder::Subsets> DfaBuilder::Construct(const std::vector<NfaState>& nfa, int start,
+                                                    const std::vector<uint8_t>& representative,
+                                                    const DfaOptions& options) {
   std::vector<uint8_t> mark(nfa.size(), 0);
   std::map<std::vector<int>, int32_t> ids;
-  std::vector<std::vector<int>> sets;
-  std::vector<int32_t> table;
+  Subsets d;
   std::vector<int> init = {start};
   Closure(nfa, &init, &mark);
   ids.emplace(init, 0);
-  sets.push_back(std::move(init));
-  for (size_t i = 0; i < sets.size(); ++i) {
-    for (int c = 0; c < classes; ++c) {
-      const uint8_t b = representative[c];
+  d.sets.push_back(std::move(init));
+  for (size_t i = 0; i < d.sets.size(); ++i) {
+    for (uint8_t b : representative) {
       std::vector<int> next;
-      for (int s : sets[i]) {
+      for (int s : d.sets[i]) {
         for (auto [lo, hi, to] : nfa[s].edges) {
           if (b >= lo && b <= hi && !mark[to]) {
             mark[to] = 1;
@@ -600,35 +614,39 @@ StatusOr<Dfa> DfaBuilder::Build(const std::vector<NfaState>& nfa, int start, int
       }
       for (int s : next) mark[s] = 0;
       if (next.empty()) {
-        table.push_back(Dfa::kDead);
+        d.table.push_back(Dfa::kDead);
         continue;
       }
       Closure(nfa, &next, &mark);
-      auto [it, inserted] = ids.emplace(next, static_cast<int32_t>(sets.size()));
+      auto [it, inserted] = ids.emplace(next, static_cast<int32_t>(d.sets.size()));
       if (inserted) {
-        if (static_cast<int>(sets.size()) >= options.max_states) {
+        if (static_cast<int>(d.sets.size()) >= options.max_states) {
           return InvalidArgument(
               "the pattern needs more than {} automaton states (simplify it, or bound its "
               "nesting and repetitions)",
               options.max_states);
         }
-        sets.push_back(next);
+        d.sets.push_back(std::move(next));
       }
-      table.push_back(it->second);
+      d.table.push_back(it->second);
     }
   }
-  const size_t n = sets.size();
-  // Live states: those that reach an accepting one (reverse reachability).
+  return d;
+}
+
+// States that reach an accepting one (reverse reachability from the accepting states).
+std::vector<uint8_t> DfaBuilder::Live(const Subsets& d, int classes, int accept) {
+  const size_t n = d.sets.size();
   std::vector<uint8_t> live(n, 0);
   std::vector<std::vector<int32_t>> reverse(n);
   std::vector<int32_t> stack;
   for (size_t i = 0; i < n; ++i) {
-    if (std::binary_search(sets[i].begin(), sets[i].end(), accept)) {
+    if (std::binary_search(d.sets[i].begin(), d.sets[i].end(), accept)) {
       live[i] = 1;
       stack.push_back(static_cast<int32_t>(i));
     }
     for (int c = 0; c < classes; ++c) {
-      const int32_t t = table[i * classes + c];
+      const int32_t t = d.table[i * classes + c];
       if (t != Dfa::kDead) reverse[t].push_back(static_cast<int32_t>(i));
     }
   }
@@ -642,22 +660,33 @@ StatusOr<Dfa> DfaBuilder::Build(const std::vector<NfaState>& nfa, int start, int
       }
     }
   }
+  return live;
+}
+
+StatusOr<Dfa> DfaBuilder::Build(const std::vector<NfaState>& nfa, int start, int accept,
+                                const DfaOptions& options) {
+  Dfa dfa;
+  const std::vector<uint8_t> representative = ByteClasses(nfa, &dfa);
+  const int classes = dfa.num_classes_;
+  auto d = Construct(nfa, start, representative, options);
+  if (!d.ok()) return d.status();
+  const std::vector<uint8_t> live = Live(*d, classes, accept);
   if (!live[0]) return InvalidArgument("the pattern matches no string");
+  const size_t n = d->sets.size();
   std::vector<int32_t> renumber(n, Dfa::kDead);
   int32_t next_id = 0;
   for (size_t i = 0; i < n; ++i) {
     if (live[i]) renumber[i] = next_id++;
   }
-  dfa.num_classes_ = classes;
   dfa.table_.assign(static_cast<size_t>(next_id) * classes, Dfa::kDead);
   dfa.accepting_.assign(next_id, 0);
   dfa.final_.assign(next_id, 1);
   for (size_t i = 0; i < n; ++i) {
     if (!live[i]) continue;
     const int32_t id = renumber[i];
-    dfa.accepting_[id] = std::binary_search(sets[i].begin(), sets[i].end(), accept);
+    dfa.accepting_[id] = std::binary_search(d->sets[i].begin(), d->sets[i].end(), accept);
     for (int c = 0; c < classes; ++c) {
-      const int32_t t = table[i * classes + c];
+      const int32_t t = d->table[i * classes + c];
       const int32_t to = t == Dfa::kDead ? Dfa::kDead : renumber[t];
       dfa.table_[static_cast<size_t>(id) * classes + c] = to;
       if (to != Dfa::kDead) dfa.final_[id] = 0;

@@ -98,7 +98,10 @@ def constrained_outputs(h):
     with chat(h, {**schema_format(PERSON), "temperature": 0.7, "seed": 5, "stream": True},
               stream=True) as r:
         deltas = []
-        for line in r.iter_lines(decode_unicode=True):
+        # Bytes, decoded as UTF-8 here: requests would decode text/event-stream (no charset in
+        # the header) as ISO-8859-1.
+        for raw in r.iter_lines():
+            line = raw.decode("utf-8")
             if line.startswith("data: ") and line != "data: [DONE]":
                 for c in json.loads(line[6:])["choices"]:
                     deltas.append(c["delta"].get("content", ""))
