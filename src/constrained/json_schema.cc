@@ -50,16 +50,18 @@ std::string CompactJson(const Value& v) {
 }
 
 const std::set<std::string_view>& Annotations() {
-  static const auto* k = new std::set<std::string_view>{
-      "title", "description", "default", "examples", "$schema", "$id", "$comment",
-      "deprecated", "readOnly", "writeOnly"};
+  static const auto* k =
+      new std::set<std::string_view>{"title", "description", "default",    "examples", "$schema",
+                                     "$id",   "$comment",    "deprecated", "readOnly", "writeOnly"};
   return *k;
 }
 
 const std::set<std::string_view>& Supported() {
-  static const auto* k = new std::set<std::string_view>{
-      "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
-      "minLength", "maxLength", "pattern", "enum", "const", "anyOf"};
+  static const auto* k =
+      new std::set<std::string_view>{"type",      "properties", "required", "additionalProperties",
+                                     "items",     "minItems",   "maxItems", "minLength",
+                                     "maxLength", "pattern",    "enum",     "const",
+                                     "anyOf"};
   return *k;
 }
 
@@ -138,7 +140,7 @@ class Converter {
   // when nothing constrains the value.
   StatusOr<std::vector<std::string>> Types(const Value& s, const std::string& path) {
     static const std::set<std::string_view> kKnown = {"object", "array",   "string", "integer",
-                                                       "number", "boolean", "null"};
+                                                      "number", "boolean", "null"};
     std::vector<std::string> types;
     if (const Value* t = Get(s, "type")) {
       std::vector<const Value*> names;
@@ -159,8 +161,8 @@ class Converter {
       if (types.empty()) return InvalidArgument("'type' at '{}' is an empty array", Where(path));
       return types;
     }
-    const bool object = Get(s, "properties") || Get(s, "required") ||
-                        Get(s, "additionalProperties");
+    const bool object =
+        Get(s, "properties") || Get(s, "required") || Get(s, "additionalProperties");
     const bool array = Get(s, "items") || Get(s, "minItems") || Get(s, "maxItems");
     const bool string = Get(s, "minLength") || Get(s, "maxLength") || Get(s, "pattern");
     if (object + array + string > 1) {
@@ -189,8 +191,7 @@ class Converter {
     const Value* v = Get(s, key);
     if (v == nullptr) return fallback;
     if (!v->IsUint64() || v->GetUint64() > static_cast<uint64_t>(limit)) {
-      return InvalidArgument("'{}' at '{}' must be an integer in [0, {}]", key, Where(path),
-                             limit);
+      return InvalidArgument("'{}' at '{}' must be an integer in [0, {}]", key, Where(path), limit);
     }
     return static_cast<int64_t>(v->GetUint64());
   }
@@ -266,7 +267,8 @@ class Converter {
       return InvalidArgument("'maxItems' at '{}' is below 'minItems'", Where(path));
     }
     if (*max == 0) return std::string("\\[\\]");
-    const std::string rest = *max < 0 ? "*" : fmt::format("{{{},{}}}", std::max<int64_t>(*min - 1, 0), *max - 1);
+    const std::string rest =
+        *max < 0 ? "*" : fmt::format("{{{},{}}}", std::max<int64_t>(*min - 1, 0), *max - 1);
     const std::string list = fmt::format("(?:{0})(?:,(?:{0})){1}", item, rest);
     if (*min == 0) return fmt::format("\\[(?:{})?\\]", list);
     return fmt::format("\\[{}\\]", list);
@@ -306,8 +308,8 @@ class Converter {
     auto add = [&](const std::string& name, StatusOr<std::string> value) -> Status {
       if (!value.ok()) return value.status();
       Value key(name.c_str(), static_cast<rapidjson::SizeType>(name.size()));
-      members.push_back({RegexEscape(CompactJson(key)) + ":" + *value,
-                         required_names.contains(name)});
+      members.push_back(
+          {RegexEscape(CompactJson(key)) + ":" + *value, required_names.contains(name)});
       seen.insert(name);
       return Status::Ok();
     };
@@ -352,7 +354,7 @@ StatusOr<std::string> JsonSchemaToRegex(const rapidjson::Value& schema,
 }
 
 StatusOr<std::string> JsonSchemaTextToRegex(std::string_view schema_json,
-                                        const JsonRegexOptions& options) {
+                                            const JsonRegexOptions& options) {
   rapidjson::Document doc;
   doc.Parse(schema_json.data(), schema_json.size());
   if (doc.HasParseError()) {

@@ -42,7 +42,7 @@ StatusOr<std::string> JsonSchemaToRegex(const rapidjson::Value& schema,
                                         const JsonRegexOptions& options = {});
 // The same from the schema's JSON text.
 StatusOr<std::string> JsonSchemaTextToRegex(std::string_view schema_json,
-                                        const JsonRegexOptions& options = {});
+                                            const JsonRegexOptions& options = {});
 // Any JSON object (OpenAI's response_format json_object), nesting at most options.max_depth.
 std::string JsonObjectRegex(const JsonRegexOptions& options = {});
 

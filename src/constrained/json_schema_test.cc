@@ -34,13 +34,18 @@ TEST(JsonSchemaTest, Scalars) {
       {R"({"type":"number"})", {"0", "-1.25", "3e10", "2.5E-3"}, {".5", "1.", "1e", "--1"}},
       {R"({"type":"boolean"})", {"true", "false"}, {"True", "1"}},
       {R"({"type":"null"})", {"null"}, {"nul", "None"}},
-      {R"({"type":"string"})", {R"("")", R"("a b")", R"("q\"\\\n\u00e9")", "\"\xc3\xa9\""},
+      {R"({"type":"string"})",
+       {R"("")", R"("a b")", R"("q\"\\\n\u00e9")", "\"\xc3\xa9\""},
        {R"("a)", R"("a"b")", "\"\x01\"", R"("\x")"}},
-      {R"({"type":"string","minLength":2,"maxLength":3})", {R"("ab")", R"("a\nb")", "\"\xc3\xa9\xc3\xa9\""},
+      {R"({"type":"string","minLength":2,"maxLength":3})",
+       {R"("ab")", R"("a\nb")", "\"\xc3\xa9\xc3\xa9\""},
        {R"("a")", R"("abcd")"}},
-      {R"({"type":"string","pattern":"^[a-z]+-[0-9]{2}$"})", {R"("ab-12")"}, {R"("ab-1")", R"("Ab-12")"}},
+      {R"({"type":"string","pattern":"^[a-z]+-[0-9]{2}$"})",
+       {R"("ab-12")"},
+       {R"("ab-1")", R"("Ab-12")"}},
       {R"({"type":["string","null"]})", {R"("x")", "null"}, {"1"}},
-      {R"({"enum":["red","green",3,null,{"a":[1]}]})", {R"("red")", "3", "null", R"({"a":[1]})"},
+      {R"({"enum":["red","green",3,null,{"a":[1]}]})",
+       {R"("red")", "3", "null", R"({"a":[1]})"},
        {R"("blue")", R"({"a":[2]})"}},
       {R"({"const":"fixed"})", {R"("fixed")"}, {R"("other")"}},
       {R"({"anyOf":[{"type":"integer"},{"type":"boolean"}]})", {"1", "true"}, {R"("1")"}},
@@ -51,28 +56,36 @@ TEST(JsonSchemaTest, ObjectsWithRequiredAndOptionalProperties) {
   Check({
       {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"}},
            "required":["a","b"]})",
-       {R"({"a":1,"b":"x"})"}, {R"({"b":"x","a":1})", R"({"a":1})", R"({"a":1,"b":"x",})", "{}"}},
+       {R"({"a":1,"b":"x"})"},
+       {R"({"b":"x","a":1})", R"({"a":1})", R"({"a":1,"b":"x",})", "{}"}},
       {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"},
            "c":{"type":"integer"}},"required":["b"]})",
        {R"({"b":2})", R"({"a":1,"b":2})", R"({"b":2,"c":3})", R"({"a":1,"b":2,"c":3})"},
        {"{}", R"({"a":1})", R"({"a":1,"c":3})", R"({,"b":2})", R"({"b":2,})"}},
       {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}}})",
-       {"{}", R"({"a":1})", R"({"b":2})", R"({"a":1,"b":2})"}, {R"({"a":1,})", R"({,"b":2})"}},
+       {"{}", R"({"a":1})", R"({"b":2})", R"({"a":1,"b":2})"},
+       {R"({"a":1,})", R"({,"b":2})"}},
       {R"({"type":"object","additionalProperties":false})", {"{}"}, {R"({"a":1})"}},
       {R"({"type":"object"})", {"{}", R"({"x":[1,{"y":null}],"z":"w"})"}, {"[]", "{"}},
       {R"({"type":"object","required":["id"]})", {R"({"id":[1,2]})"}, {"{}"}},
       {R"({"type":"object","properties":{"p":{"type":"object","properties":{"q":{"type":"array",
            "items":{"type":"boolean"}}},"required":["q"]}},"required":["p"]})",
-       {R"({"p":{"q":[]}})", R"({"p":{"q":[true,false]}})"}, {R"({"p":{"q":[1]}})", R"({"p":{}})"}},
+       {R"({"p":{"q":[]}})", R"({"p":{"q":[true,false]}})"},
+       {R"({"p":{"q":[1]}})", R"({"p":{}})"}},
   });
 }
 
 TEST(JsonSchemaTest, ArraysWithBounds) {
   Check({
-      {R"({"type":"array","items":{"type":"integer"}})", {"[]", "[1]", "[1,2,3]"}, {"[1,]", "[,1]", "["}},
+      {R"({"type":"array","items":{"type":"integer"}})",
+       {"[]", "[1]", "[1,2,3]"},
+       {"[1,]", "[,1]", "["}},
       {R"({"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3})",
-       {"[1,2]", "[1,2,3]"}, {"[]", "[1]", "[1,2,3,4]"}},
-      {R"({"type":"array","items":{"type":"integer"},"minItems":1})", {"[1]", "[1,2,3,4,5]"}, {"[]"}},
+       {"[1,2]", "[1,2,3]"},
+       {"[]", "[1]", "[1,2,3,4]"}},
+      {R"({"type":"array","items":{"type":"integer"},"minItems":1})",
+       {"[1]", "[1,2,3,4,5]"},
+       {"[]"}},
       {R"({"type":"array","items":{"type":"integer"},"maxItems":0})", {"[]"}, {"[1]"}},
       {R"({"type":"array"})", {"[]", R"([1,"a",{"b":[]}])"}, {"[1,]"}},
   });
@@ -151,7 +164,8 @@ TEST(JsonSchemaTest, DeepSchemasFailInsteadOfRecursingForever) {
 TEST(JsonSchemaTest, AnnotationsAreIgnored) {
   Check({{R"({"title":"T","description":"d","$schema":"x","default":1,"examples":[1],
               "x-extra":true,"type":"integer"})",
-          {"7"}, {"\"7\""}}});
+          {"7"},
+          {"\"7\""}}});
 }
 
 }  // namespace

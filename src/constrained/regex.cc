@@ -211,8 +211,8 @@ class Parser {
       const std::string_view rest = p_.substr(pos_);
       if (rest.starts_with("?:")) {
         pos_ += 2;
-      } else if (rest.starts_with("?P<") || (rest.starts_with("?<") && rest.size() > 2 &&
-                                             rest[2] != '=' && rest[2] != '!')) {
+      } else if (rest.starts_with("?P<") ||
+                 (rest.starts_with("?<") && rest.size() > 2 && rest[2] != '=' && rest[2] != '!')) {
         const size_t close = p_.find('>', pos_);
         if (close == std::string_view::npos) {
           Fail("unterminated group name");
@@ -297,21 +297,22 @@ class Parser {
       out->emplace_back(cp, cp);
       return true;
     };
+    if (std::string_view("dDwWsS").find(c) != std::string_view::npos) {  // class escapes
+      const char lower = static_cast<char>(c | 0x20);
+      Ranges r = lower == 'd' ? Digit() : lower == 'w' ? Word() : Space();
+      *out = c == lower ? std::move(r) : Complement(r);
+      return false;
+    }
+    static constexpr std::pair<char, uint32_t> kSingles[] = {{'n', '\n'}, {'t', '\t'}, {'r', '\r'},
+                                                             {'f', '\f'}, {'v', '\v'}, {'0', 0}};
+    for (auto [escape, cp] : kSingles) {
+      if (c == escape) return single(cp);
+    }
     switch (c) {
-      case 'd': *out = Digit(); return false;
-      case 'D': *out = Complement(Digit()); return false;
-      case 'w': *out = Word(); return false;
-      case 'W': *out = Complement(Word()); return false;
-      case 's': *out = Space(); return false;
-      case 'S': *out = Complement(Space()); return false;
-      case 'n': return single('\n');
-      case 't': return single('\t');
-      case 'r': return single('\r');
-      case 'f': return single('\f');
-      case 'v': return single('\v');
-      case '0': return single(0);
-      case 'x': return single(Hex(2));
-      case 'u': return single(Hex(4));
+      case 'x':
+        return single(Hex(2));
+      case 'u':
+        return single(Hex(4));
       case 'b':
         if (in_class) return single('\b');
         Fail("word boundaries (\\b) are not supported");
@@ -355,7 +356,11 @@ class Parser {
   // One UTF-8 character of the pattern.
   uint32_t DecodeChar() {
     const auto b0 = static_cast<unsigned char>(p_[pos_]);
-    const int len = b0 < 0x80 ? 1 : (b0 >> 5) == 6 ? 2 : (b0 >> 4) == 14 ? 3 : (b0 >> 3) == 30 ? 4 : 0;
+    const int len = b0 < 0x80         ? 1
+                    : (b0 >> 5) == 6  ? 2
+                    : (b0 >> 4) == 14 ? 3
+                    : (b0 >> 3) == 30 ? 4
+                                      : 0;
     if (len == 0 || pos_ + len > p_.size()) {
       Fail("invalid UTF-8");
       ++pos_;

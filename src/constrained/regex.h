@@ -34,9 +34,9 @@
 namespace inferd::constrained {
 
 struct DfaOptions {
-  int max_states = 20000;      // subset construction stops with INVALID_ARGUMENT beyond this
-  int max_nfa_states = 400000; // so does NFA construction (counted repetition copies a sub-NFA)
-  int max_repeat = 1000;       // largest n in {n} / {n,m}
+  int max_states = 20000;       // subset construction stops with INVALID_ARGUMENT beyond this
+  int max_nfa_states = 400000;  // so does NFA construction (counted repetition copies a sub-NFA)
+  int max_repeat = 1000;        // largest n in {n} / {n,m}
 };
 
 // Checks the syntax only (cheap; no automaton): OK or INVALID_ARGUMENT naming the problem and its
@@ -73,7 +73,7 @@ class Dfa {
 
   int num_classes_ = 0;
   uint8_t class_of_[256] = {};
-  std::vector<int32_t> table_;     // [state * num_classes_ + class] -> state or kDead
+  std::vector<int32_t> table_;  // [state * num_classes_ + class] -> state or kDead
   std::vector<uint8_t> accepting_;
   std::vector<uint8_t> final_;
 };

@@ -43,26 +43,27 @@ TEST(RegexTest, LiteralsClassesAndQuantifiers) {
   for (const Case& c : cases) {
     Dfa dfa = Compile(c.pattern);
     for (const char* s : c.yes) EXPECT_TRUE(dfa.Matches(s)) << c.pattern << " should match " << s;
-    for (const char* s : c.no) EXPECT_FALSE(dfa.Matches(s)) << c.pattern << " should not match " << s;
+    for (const char* s : c.no)
+      EXPECT_FALSE(dfa.Matches(s)) << c.pattern << " should not match " << s;
   }
 }
 
 TEST(RegexTest, NegatedClassesNeverMatchInvalidUtf8OrSurrogates) {
   Dfa dfa = Compile("[^a]*");
-  EXPECT_TRUE(dfa.Matches("\xed\x9f\xbf"));      // U+D7FF
-  EXPECT_FALSE(dfa.Matches("\xed\xa0\x80"));     // U+D800, a surrogate
-  EXPECT_TRUE(dfa.Matches("\xee\x80\x80"));      // U+E000
-  EXPECT_FALSE(dfa.Matches("\xc0\xaf"));         // overlong '/'
-  EXPECT_FALSE(dfa.Matches("\x80"));             // a lone continuation byte
-  EXPECT_FALSE(dfa.Matches("\xf4\x90\x80\x80")); // above U+10FFFF
-  EXPECT_TRUE(dfa.Matches("\xf4\x8f\xbf\xbf"));  // U+10FFFF
-  EXPECT_FALSE(dfa.Matches("\xc3"));             // truncated
+  EXPECT_TRUE(dfa.Matches("\xed\x9f\xbf"));       // U+D7FF
+  EXPECT_FALSE(dfa.Matches("\xed\xa0\x80"));      // U+D800, a surrogate
+  EXPECT_TRUE(dfa.Matches("\xee\x80\x80"));       // U+E000
+  EXPECT_FALSE(dfa.Matches("\xc0\xaf"));          // overlong '/'
+  EXPECT_FALSE(dfa.Matches("\x80"));              // a lone continuation byte
+  EXPECT_FALSE(dfa.Matches("\xf4\x90\x80\x80"));  // above U+10FFFF
+  EXPECT_TRUE(dfa.Matches("\xf4\x8f\xbf\xbf"));   // U+10FFFF
+  EXPECT_FALSE(dfa.Matches("\xc3"));              // truncated
 }
 
 // Against std::regex (ECMAScript, full match) on random strings over a small alphabet.
 TEST(RegexTest, AgreesWithStdRegexOnRandomStrings) {
-  const std::vector<std::string> patterns = {"(a|b)*abb", "a(b|c)*d?", "(ab|a)(bc|c)",
-                                             "[abc]{2,4}d*", "(a*b*)*c", "(?:a|bc){1,3}"};
+  const std::vector<std::string> patterns = {"(a|b)*abb",    "a(b|c)*d?", "(ab|a)(bc|c)",
+                                             "[abc]{2,4}d*", "(a*b*)*c",  "(?:a|bc){1,3}"};
   std::mt19937 rng(7);
   for (const std::string& p : patterns) {
     Dfa dfa = Compile(p);

@@ -48,7 +48,7 @@ class Vocabulary {
   friend class TokenIndex;
   struct Node {
     std::vector<std::pair<uint8_t, int32_t>> children;  // byte -> node, sorted by byte
-    std::vector<int32_t> tokens;                         // tokens whose bytes end here
+    std::vector<int32_t> tokens;                        // tokens whose bytes end here
   };
   int size_;
   int32_t eos_id_;
@@ -66,9 +66,9 @@ class TokenIndex {
  public:
   // INVALID_ARGUMENT for a bad or too large pattern (regex.h), or when no token of the vocabulary
   // can start a match and the empty text does not match either.
-  static StatusOr<std::shared_ptr<const TokenIndex>> Create(
-      std::string_view regex, std::shared_ptr<const Vocabulary> vocab,
-      const TokenIndexOptions& options = {});
+  static StatusOr<std::shared_ptr<const TokenIndex>> Create(std::string_view regex,
+                                                            std::shared_ptr<const Vocabulary> vocab,
+                                                            const TokenIndexOptions& options = {});
 
   int32_t start() const { return dfa_.start(); }
   // Bit t (word t / 64, bit t % 64) set when token t may follow in `state`; vocab size bits.

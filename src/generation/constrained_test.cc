@@ -35,8 +35,8 @@ TEST(SamplerMaskTest, OnlyAllowedTokensAreEverChosen) {
   const std::vector<int32_t> allowed = {3, 64, 65, 200, 299};
   const std::vector<uint64_t> mask = MaskOf(vocab, allowed);
   for (float temperature : {0.0f, 0.7f, 1.5f}) {
-    for (auto [top_k, top_p] : {std::pair{0, 1.0f}, std::pair{2, 1.0f}, std::pair{0, 0.5f},
-                                std::pair{50, 0.9f}}) {
+    for (auto [top_k, top_p] :
+         {std::pair{0, 1.0f}, std::pair{2, 1.0f}, std::pair{0, 0.5f}, std::pair{50, 0.9f}}) {
       SamplerOptions o;
       o.temperature = temperature;
       o.top_k = top_k;
@@ -71,7 +71,8 @@ TEST(SamplerMaskTest, GreedyTakesTheBestAllowedTokenAndLogprobsStayRaw) {
 TEST(TokenizerBytesTest, TokenBytesConcatenateToTheText) {
   auto tok = Tokenizer::Load(testing::TestTokenizerPath());
   ASSERT_TRUE(tok.ok()) << tok.status().ToString();
-  for (const std::string text : {"Hello world, said she.", "{\"a\": [1, 2.5]}", "caf\xc3\xa9 \xe2\x82\xac"}) {
+  for (const std::string text :
+       {"Hello world, said she.", "{\"a\": [1, 2.5]}", "caf\xc3\xa9 \xe2\x82\xac"}) {
     std::string bytes;
     for (int32_t id : (*tok)->Encode(text)) {
       auto b = (*tok)->TokenBytes(id);
@@ -87,12 +88,14 @@ TEST(TokenizerBytesTest, TokenBytesConcatenateToTheText) {
 
 fs::path ModelTokenizer(const std::string& model) {
   const char* env = std::getenv("INFERD_GEN_MODELS_DIR");
-  const fs::path dir = env != nullptr ? fs::path(env) : fs::path(INFERD_BINARY_DIR) / "models" / "gen";
+  const fs::path dir =
+      env != nullptr ? fs::path(env) : fs::path(INFERD_BINARY_DIR) / "models" / "gen";
   return dir / model / "tokenizer.model";
 }
 
 double MillisSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
 }
 
 constexpr const char* kPersonSchema = R"({
@@ -134,10 +137,11 @@ TEST_P(ConstrainedRealTokenizerTest, MasksMatchBruteForceAndWalksGiveValidJson) 
   const double ms = MillisSince(start);
   ASSERT_TRUE(lazy.ok() && index.ok()) << index.status().ToString();
   const TokenIndex& ix = **index;
-  std::printf("%s schema: %d DFA states, %d byte classes; over %d tokens: DFA + first mask "
-              "%.1f ms, all masks %.1f ms\n",
-              GetParam().c_str(), ix.dfa().num_states(), ix.dfa().num_classes(), vocab->size(),
-              lazy_ms, ms);
+  std::printf(
+      "%s schema: %d DFA states, %d byte classes; over %d tokens: DFA + first mask "
+      "%.1f ms, all masks %.1f ms\n",
+      GetParam().c_str(), ix.dfa().num_states(), ix.dfa().num_classes(), vocab->size(), lazy_ms,
+      ms);
   start = std::chrono::steady_clock::now();
   auto object = TokenIndex::Create(constrained::JsonObjectRegex(), vocab, options);
   ASSERT_TRUE(object.ok());
@@ -146,10 +150,10 @@ TEST_P(ConstrainedRealTokenizerTest, MasksMatchBruteForceAndWalksGiveValidJson) 
   for (int32_t s = 0; s < ix.dfa().num_states(); ++s) {
     auto mask = ix.Allowed(s);
     for (int32_t t = 0; t < vocab->size(); ++t) {
-      const bool expect = t == vocab->eos_id()
-                              ? ix.accepting(s)
-                              : !vocab->bytes(t).empty() &&
-                                    ix.dfa().Walk(s, vocab->bytes(t)) != Dfa::kDead;
+      const bool expect =
+          t == vocab->eos_id()
+              ? ix.accepting(s)
+              : !vocab->bytes(t).empty() && ix.dfa().Walk(s, vocab->bytes(t)) != Dfa::kDead;
       ASSERT_EQ(((mask[t / 64] >> (t % 64)) & 1) != 0, expect) << "state " << s << " token " << t;
     }
   }
@@ -260,8 +264,8 @@ TEST_F(ConstrainedEngineTest, ConcurrentConstrainedAndFreeRequestsEachFollowThei
     pattern_of.push_back(i % static_cast<int>(patterns.size()));
     const float temperature = i % 2 == 0 ? 0.0f : 1.0f;
     ASSERT_TRUE(engine_
-                    ->Submit(Request("r" + std::to_string(i), patterns[pattern_of[i]],
-                                     temperature, 100 + i),
+                    ->Submit(Request("r" + std::to_string(i), patterns[pattern_of[i]], temperature,
+                                     100 + i),
                              collectors.back()->Callback())
                     .ok());
   }
@@ -273,8 +277,8 @@ TEST_F(ConstrainedEngineTest, ConcurrentConstrainedAndFreeRequestsEachFollowThei
     EXPECT_EQ(last.finish_reason, "stop") << i << ": " << text;
     auto dfa = Dfa::FromRegex(*p);
     ASSERT_TRUE(dfa.ok());
-    EXPECT_TRUE(dfa->Matches(text)) << "request " << i << " pattern " << *p << " gave '" << text
-                                    << "'";
+    EXPECT_TRUE(dfa->Matches(text))
+        << "request " << i << " pattern " << *p << " gave '" << text << "'";
   }
 }
 
