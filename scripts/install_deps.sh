@@ -21,6 +21,7 @@ PACKAGES=(
   # generation (issue 12): the Python sentencepiece module trains the tokenizers; Jane Austen's
   # novels are the training text of the small decoder model
   python3-sentencepiece r-cran-janeaustenr
+  python3-jsonschema  # constrained output (docs/generation.md): the e2e test and bench/generation/constrained.py validate outputs against their schema
   # hardening (issue 15, docs/hardening.md): libFuzzer for the fuzz targets of fuzz/ (clang's
   # -fsanitize=fuzzer; libclang-rt-14-dev holds the ASan/UBSan/TSan and fuzzer runtimes clang links)
   libfuzzer-14-dev libclang-rt-14-dev

@@ -1,5 +1,6 @@
 #include "generation/engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -47,6 +48,8 @@ struct GenerationEngine::Request {
   int prompt_len = 0;
   int completion_tokens = 0;
   Clock::TimePoint arrival, first_token, last_token;
+  std::shared_ptr<const constrained::TokenIndex> constraint;  // guided_regex, else null
+  int32_t constraint_state = 0;                               // its DFA state after the output
 };
 
 GenerationEngine::GenerationEngine(std::unique_ptr<ModelRunner> runner,
@@ -63,6 +66,7 @@ GenerationEngine::GenerationEngine(std::unique_ptr<ModelRunner> runner,
       tpot_(LatencyBounds()),
       itl_(LatencyBounds()),
       e2e_(LatencyBounds()),
+      constraints_(ConstraintVocabulary(*tokenizer_, runner_->config().vocab_size, eos_id_)),
       scheduler_(SchedulerOptions{options.max_num_seqs, options.max_num_batched_tokens,
                                   options.enable_prefix_caching, options.chunked_prefill},
                  runner_->num_blocks(), runner_->block_size()) {
@@ -165,6 +169,12 @@ Status GenerationEngine::Validate(const GenerationRequest& request) const {
 Status GenerationEngine::Submit(GenerationRequest request,
                                 std::function<void(const GenerationEvent&)> on_event) {
   RETURN_IF_ERROR(Validate(request));
+  std::shared_ptr<const constrained::TokenIndex> constraint;
+  if (request.params.guided_regex) {  // compiled here, on the caller's thread, not the step's
+    auto index = constraints_.Get(*request.params.guided_regex);
+    if (!index.ok()) return InvalidArgument("constrained output: {}", index.status().message());
+    constraint = std::move(*index);
+  }
   MutexLock l(&mu_);
   if (stopping_) return Unavailable("generation engine is shutting down");
   if (active_ids_.contains(request.id)) {
@@ -174,6 +184,7 @@ Status GenerationEngine::Submit(GenerationRequest request,
   const uint64_t seed = MixSeed(seed_base_ + ++submitted_);
   inbox_.push_back(std::make_unique<Request>(std::move(request), std::move(on_event), *tokenizer_,
                                              seed, clock_->Now()));
+  inbox_.back()->constraint = std::move(constraint);
   work_.NotifyAll();
   return Status::Ok();
 }
@@ -292,7 +303,22 @@ void GenerationEngine::Step() {
     std::span<const float> values(logits.data<float>() + row * vocab, static_cast<size_t>(vocab));
     ++row;
     Request& request = *requests_.at(c.seq->id);
-    OnToken(request, request.sampler.Sample(values), now);
+    std::span<const uint64_t> allowed;  // constrained output: this state's token mask
+    if (request.constraint != nullptr) {
+      allowed = request.constraint->Allowed(request.constraint_state);
+      if (std::all_of(allowed.begin(), allowed.end(), [](uint64_t w) { return w == 0; })) {
+        GenerationEvent event;
+        event.error = FailedPrecondition(
+            "constrained output: no token of the vocabulary can continue the match");
+        Finish(request, std::move(event), "error");
+        continue;
+      }
+    }
+    const SampleResult sample = request.sampler.Sample(values, allowed);
+    if (request.constraint != nullptr) {
+      request.constraint_state = request.constraint->Next(request.constraint_state, sample.token);
+    }
+    OnToken(request, sample, now);
   }
 }
 

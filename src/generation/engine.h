@@ -37,6 +37,7 @@
 #include "common/histogram.h"
 #include "common/mutex.h"
 #include "common/status.h"
+#include "constrained/token_index.h"
 #include "generation/model_runner.h"
 #include "generation/sampler.h"
 #include "generation/scheduler.h"
@@ -55,6 +56,11 @@ struct SamplingParams {
   std::vector<std::string> stop;       // stop strings (not included in the output)
   bool ignore_eos = false;
   int logprobs = -1;                   // -1 none; k >= 0: chosen token's logprob + top k
+  // Constrained output: the whole completion must match this regex (constrained/regex.h; JSON
+  // schemas arrive converted by constrained/json_schema.h). Tokens that would leave the pattern
+  // are masked before sampling, EOS is allowed only once it matches. A completion cut by
+  // max_tokens or a stop string may be an unfinished match.
+  std::optional<std::string> guided_regex;
 };
 struct GenerationRequest { std::string id; std::vector<int32_t> prompt; SamplingParams params; };
 struct TokenLogprob { int32_t token; float logprob; std::vector<std::pair<int32_t, float>> top; };
@@ -122,6 +128,9 @@ class GenerationEngine {
   const uint64_t seed_base_;   // for requests without a seed
   const int32_t eos_id_;       // the config's eos_token_id, else the tokenizer's
   Histogram ttft_, tpot_, itl_, e2e_;
+  // Compiled guided_regex constraints over this tokenizer's vocabulary (thread-safe: Submit
+  // compiles on the caller's thread, the step thread reads the masks).
+  constrained::TokenIndexCache constraints_;
 
   mutable Mutex mu_;
   CondVar work_;   // with mu_: a request, a cancellation or shutdown arrived

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace inferd::gen {
@@ -94,11 +95,26 @@ void Sampler::FillLogprobs(std::span<const float> logits, SampleResult* result) 
   for (size_t i = 0; i < k; ++i) result->top.emplace_back(order[i], logits[order[i]] - log_z);
 }
 
-SampleResult Sampler::Sample(std::span<const float> logits) {
+void Sampler::ApplyMask(std::span<const uint64_t> allowed, std::vector<float>& logits) {
+  constexpr float kMasked = -std::numeric_limits<float>::infinity();
+  const size_t n = std::min(logits.size(), allowed.size() * 64);
+  for (size_t t = 0; t < n; ++t) {
+    if (!((allowed[t / 64] >> (t % 64)) & 1)) logits[t] = kMasked;
+  }
+  for (size_t t = n; t < logits.size(); ++t) logits[t] = kMasked;
+}
+
+SampleResult Sampler::Sample(std::span<const float> logits, std::span<const uint64_t> allowed) {
   SampleResult result;
   std::vector<float> adjusted(logits.begin(), logits.end());
   ApplyPenalties(adjusted);
+  if (!allowed.empty()) ApplyMask(allowed, adjusted);
   result.token = options_.temperature == 0 ? Argmax(adjusted) : Draw(adjusted);
+  // Draw's rounding fallback (u at the very top) may land on a zero-weight token: never let a
+  // masked one through.
+  if (!allowed.empty() && adjusted[result.token] == -std::numeric_limits<float>::infinity()) {
+    result.token = Argmax(adjusted);
+  }
   if (options_.logprobs >= 0) FillLogprobs(logits, &result);
   ++counts_[result.token];
   return result;

@@ -44,7 +44,11 @@ class Sampler {
   Sampler(const SamplerOptions& options, uint64_t seed);
 
   // Samples from `logits` (vocab entries) and records the token for the penalties.
-  SampleResult Sample(std::span<const float> logits);
+  // `allowed` (constrained output, constrained/token_index.h): when not empty, a bitset over the
+  // vocabulary (bit t of word t / 64); tokens whose bit is clear get logit -inf after the
+  // penalties, so greedy, top-k, top-p and the draw only ever see allowed tokens. The caller
+  // guarantees at least one allowed token. Logprobs still describe the raw model logits.
+  SampleResult Sample(std::span<const float> logits, std::span<const uint64_t> allowed = {});
 
   // Uniform double in [0, 1) from 53 random bits (not std::uniform_real_distribution, whose
   // algorithm is implementation-defined: seeds must reproduce across standard libraries).
@@ -52,6 +56,7 @@ class Sampler {
 
  private:
   void ApplyPenalties(std::vector<float>& logits) const;
+  static void ApplyMask(std::span<const uint64_t> allowed, std::vector<float>& logits);
   int32_t Draw(const std::vector<float>& logits);
   void FillLogprobs(std::span<const float> logits, SampleResult* result) const;
 

@@ -471,4 +471,24 @@ std::string SentencePieceModel::Decode(std::span<const int32_t> ids) const {
   return out;
 }
 
+std::optional<std::string> SentencePieceModel::PieceBytes(int32_t id) const {
+  if (id < 0 || id >= vocab_size()) return std::nullopt;
+  const Piece& p = pieces_[id];
+  if (p.type == PieceType::kByte) {
+    if (p.byte < 0) return std::nullopt;
+    return std::string(1, static_cast<char>(p.byte));
+  }
+  if (p.type != PieceType::kNormal && p.type != PieceType::kUserDefined) return std::nullopt;
+  std::string out;
+  for (size_t i = 0; i < p.text.size();) {
+    if (p.text.compare(i, kSpaceSymbol.size(), kSpaceSymbol) == 0) {
+      out.push_back(' ');
+      i += kSpaceSymbol.size();
+    } else {
+      out.push_back(p.text[i++]);
+    }
+  }
+  return out;
+}
+
 }  // namespace inferd::gen

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -48,6 +49,11 @@ class SentencePieceModel {
   // Ids outside the vocabulary are skipped; control pieces decode to nothing, invalid UTF-8 from
   // byte pieces to U+FFFD per byte (as libsentencepiece).
   std::string Decode(std::span<const int32_t> ids) const;
+
+  // The bytes piece `id` adds in the middle of a decoded text (U+2581 as a space, a <0xNN> piece
+  // as its byte); nullopt for control, unknown and unused pieces and ids outside the vocabulary.
+  // Constrained output (constrained/token_index.h) walks these through its automaton.
+  std::optional<std::string> PieceBytes(int32_t id) const;
 
   int vocab_size() const { return static_cast<int>(pieces_.size()); }
   int bos_id() const { return bos_id_; }

@@ -34,6 +34,15 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text) const { return mod
 
 std::string Tokenizer::Decode(std::span<const int32_t> ids) const { return model_.Decode(ids); }
 
+std::shared_ptr<const constrained::Vocabulary> ConstraintVocabulary(const Tokenizer& tokenizer,
+                                                                    int vocab_size, int32_t eos) {
+  std::vector<std::optional<std::string>> bytes(std::max(vocab_size, 0));
+  for (int id = 0; id < vocab_size && id < tokenizer.vocab_size(); ++id) {
+    bytes[id] = tokenizer.TokenBytes(id);
+  }
+  return std::make_shared<constrained::Vocabulary>(bytes, eos);
+}
+
 int Tokenizer::bos_id() const { return model_.bos_id(); }
 int Tokenizer::eos_id() const { return model_.eos_id(); }
 int Tokenizer::vocab_size() const { return model_.vocab_size(); }

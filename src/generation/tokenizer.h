@@ -12,12 +12,14 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/status.h"
+#include "constrained/token_index.h"
 #include "generation/sentencepiece_model.h"
 
 namespace inferd::gen {
@@ -34,6 +36,9 @@ class Tokenizer {
   std::vector<int32_t> Encode(std::string_view text) const;
   // Ids outside [0, vocab_size()) are skipped.
   std::string Decode(std::span<const int32_t> ids) const;
+  // What token `id` appends mid-text (sentencepiece_model.h PieceBytes); nullopt for control,
+  // unknown and unused pieces.
+  std::optional<std::string> TokenBytes(int32_t id) const { return model_.PieceBytes(id); }
   int bos_id() const;
   int eos_id() const;
   int vocab_size() const;
@@ -42,6 +47,12 @@ class Tokenizer {
   explicit Tokenizer(SentencePieceModel model) : model_(std::move(model)) {}
   const SentencePieceModel model_;
 };
+
+// The bytes each of a model's `vocab_size` tokens adds to the text, for constrained output
+// (constrained/token_index.h); ids past the tokenizer's pieces, control and unknown pieces add
+// nothing, so a constraint never allows them. `eos` < 0: none.
+std::shared_ptr<const constrained::Vocabulary> ConstraintVocabulary(const Tokenizer& tokenizer,
+                                                                    int vocab_size, int32_t eos);
 
 // Stream decoding of one sequence's generated tokens. Not thread-safe; one per sequence.
 class IncrementalDecoder {

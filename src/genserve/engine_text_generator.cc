@@ -21,6 +21,7 @@ gen::SamplingParams ToEngine(const server::GenParams& p) {
   s.stop = p.stop;
   s.ignore_eos = p.ignore_eos;
   s.logprobs = p.logprobs;
+  s.guided_regex = p.guided_regex;
   return s;
 }
 

@@ -9,6 +9,9 @@
 #include <cmath>
 #include <limits>
 
+#include "constrained/json_schema.h"
+#include "constrained/regex.h"
+
 namespace inferd::server {
 namespace {
 
@@ -230,6 +233,123 @@ void ReadLogprobs(GenApi api, Fields& f, GenerationCall* call) {
   }
 }
 
+// OpenAI's json_schema: {"name", "schema", "strict", "description"} -> the schema's regex.
+std::optional<ApiError> ReadJsonSchemaFormat(const Value& js, std::string* regex) {
+  constexpr const char* kParam = "response_format";
+  if (!js.IsObject()) return BadRequest("'response_format.json_schema' must be an object", kParam);
+  auto name = js.FindMember("name");
+  if (name != js.MemberEnd() && (!name->value.IsString() || name->value.GetStringLength() == 0 ||
+                                 name->value.GetStringLength() > 64)) {
+    return BadRequest("'response_format.json_schema.name' must be a string of 1 to 64 characters",
+                      kParam);
+  }
+  auto strict = js.FindMember("strict");
+  if (strict != js.MemberEnd() && !strict->value.IsBool() && !strict->value.IsNull()) {
+    return BadRequest("'response_format.json_schema.strict' must be a boolean", kParam);
+  }
+  auto schema = js.FindMember("schema");
+  if (schema == js.MemberEnd() || !(schema->value.IsObject() || schema->value.IsBool())) {
+    return BadRequest("'response_format.json_schema.schema' (a JSON schema object) is required",
+                      kParam);
+  }
+  auto r = constrained::JsonSchemaToRegex(schema->value);
+  if (!r.ok()) {
+    return BadRequest("'response_format.json_schema.schema': " + r.status().message(), kParam);
+  }
+  *regex = std::move(*r);
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadResponseFormat(const Value& rf, std::optional<std::string>* regex) {
+  constexpr const char* kParam = "response_format";
+  auto type = rf.IsObject() ? rf.FindMember("type") : rf.MemberEnd();
+  if (!rf.IsObject() || type == rf.MemberEnd() || !type->value.IsString()) {
+    return BadRequest("'response_format' must be an object with a 'type'", kParam);
+  }
+  const std::string_view t(type->value.GetString(), type->value.GetStringLength());
+  if (t == "text") return std::nullopt;
+  if (t == "json_object") {
+    *regex = constrained::JsonObjectRegex();
+    return std::nullopt;
+  }
+  if (t == "json_schema") {
+    auto js = rf.FindMember("json_schema");
+    if (js == rf.MemberEnd()) {
+      return BadRequest("'response_format.json_schema' is required for type json_schema", kParam);
+    }
+    std::string r;
+    if (auto err = ReadJsonSchemaFormat(js->value, &r)) return err;
+    *regex = std::move(r);
+    return std::nullopt;
+  }
+  if (t == "regex") {  // inferd's extension: {"type": "regex", "regex": "..."}
+    auto re = rf.FindMember("regex");
+    if (re == rf.MemberEnd() || !re->value.IsString()) {
+      return BadRequest("'response_format.regex' (a string) is required for type regex", kParam);
+    }
+    *regex = std::string(re->value.GetString(), re->value.GetStringLength());
+    return std::nullopt;
+  }
+  return BadRequest(fmt::format("'response_format.type' must be text, json_object, json_schema or "
+                                "regex (got '{}')",
+                                t),
+                    kParam);
+}
+
+// Constrained output: OpenAI's response_format, or vLLM's guided_regex / guided_json extensions
+// (one of them), all become params.guided_regex; its syntax is checked here so a bad pattern is
+// a 400 naming the field (automaton size limits are checked when the engine compiles it).
+void ReadConstraint(Fields& f, GenerationCall* call) {
+  if (f.err) return;
+  std::optional<std::string>& regex = call->params.guided_regex;
+  std::string param;
+  int given = 0;
+  if (const Value* rf = f.Get("response_format")) {
+    if ((f.err = ReadResponseFormat(*rf, &regex))) return;
+    if (regex) {
+      ++given;
+      param = "response_format";
+    }
+  }
+  if (const Value* g = f.Get("guided_regex")) {
+    if (!g->IsString()) return f.Fail("guided_regex", "a string (a regular expression)");
+    regex = std::string(g->GetString(), g->GetStringLength());
+    ++given;
+    param = "guided_regex";
+  }
+  if (const Value* g = f.Get("guided_json")) {
+    rapidjson::Document parsed;
+    const Value* schema = g;
+    if (g->IsString()) {  // vLLM also takes the schema as JSON text
+      parsed.Parse(g->GetString(), g->GetStringLength());
+      if (parsed.HasParseError()) {
+        f.err = BadRequest("'guided_json' is not a valid JSON schema text", "guided_json");
+        return;
+      }
+      schema = &parsed;
+    }
+    auto r = constrained::JsonSchemaToRegex(*schema);
+    if (!r.ok()) {
+      f.err = BadRequest("'guided_json': " + r.status().message(), "guided_json");
+      return;
+    }
+    regex = std::move(*r);
+    ++given;
+    param = "guided_json";
+  }
+  if (given > 1) {
+    f.err = BadRequest("give at most one of 'response_format' (json_object, json_schema, regex), "
+                       "'guided_regex' and 'guided_json'",
+                       param);
+    return;
+  }
+  if (regex) {
+    if (Status s = constrained::CheckRegexSyntax(*regex); !s.ok()) {
+      f.err = BadRequest(fmt::format("'{}': {}", param, s.message()), param);
+    }
+  }
+}
+
 void ReadTriton(Fields& f, GenerationCall* call) {
   const Value* text = f.Get("text_input");
   if (text == nullptr || !text->IsString()) {
@@ -315,6 +435,7 @@ std::optional<ApiError> ParseGenerationCall(GenApi api, std::string_view body,
   ReadSampling(f, call);
   ReadStreamFields(f, call);
   ReadLogprobs(api, f, call);
+  ReadConstraint(f, call);
   return f.err;
 }
 

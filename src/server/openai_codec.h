@@ -5,6 +5,11 @@
 // Validation here needs no model; the checks that do (prompt longer than the context, max_tokens
 // above it) are in openai_http.cc. Unknown request fields are ignored (clients send "user",
 // "suffix", ...); fields we know with a wrong type or range get a 400 naming the field (`param`).
+// Constrained output (completions and chat): OpenAI's `response_format` ({"type": "text"},
+// {"type": "json_object"}, {"type": "json_schema", "json_schema": {"name", "schema", "strict"}})
+// and inferd's {"type": "regex", "regex": "..."}, or vLLM's `guided_regex` / `guided_json`, become
+// params.guided_regex (schemas converted by constrained/json_schema.h); an unsupported schema
+// keyword, an invalid schema or regex is a 400 naming the field and the reason.
 #pragma once
 
 #include <cstdint>

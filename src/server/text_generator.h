@@ -31,6 +31,9 @@ struct GenParams {
   std::vector<std::string> stop;  // stop strings (not included in the output)
   bool ignore_eos = false;
   int logprobs = -1;  // -1 none; k >= 0: the chosen token's logprob and the top k
+  // Constrained output: the completion must match this regex (response_format json_object /
+  // json_schema arrive converted by openai_codec; constrained/regex.h has the syntax).
+  std::optional<std::string> guided_regex;
 };
 
 struct GenTokenLogprob {
