@@ -27,7 +27,7 @@ Status ParseDraft(const rapidjson::Value& d, const std::string& file, Speculativ
                   std::string* path) {
   static const std::set<std::string> known = {"path",      "method",    "num_speculative_tokens",
                                               "adaptive",  "max_batch", "ngram_max",
-                                              "ngram_min"};
+                                              "ngram_min", "num_threads"};
   for (auto m = d.MemberBegin(); m != d.MemberEnd(); ++m) {
     if (!known.count(m->name.GetString())) {
       return InvalidArgument("{}: unknown field 'draft.{}'", file, m->name.GetString());
@@ -44,6 +44,7 @@ Status ParseDraft(const rapidjson::Value& d, const std::string& file, Speculativ
   RETURN_IF_ERROR(int_field("max_batch", &options->max_batch));
   RETURN_IF_ERROR(int_field("ngram_max", &options->ngram_max));
   RETURN_IF_ERROR(int_field("ngram_min", &options->ngram_min));
+  RETURN_IF_ERROR(int_field("num_threads", &options->draft_threads));
   if (auto it = d.FindMember("adaptive"); it != d.MemberEnd()) {
     if (!it->value.IsBool()) return InvalidArgument("{}: 'draft.adaptive' is not a bool", file);
     options->adaptive = it->value.GetBool();
@@ -105,6 +106,9 @@ Status ValidateSpeculativeOptions(const SpeculativeOptions& o) {
   if (o.num_speculative_tokens < 1 || o.num_speculative_tokens > kMaxSpeculativeTokens) {
     return InvalidArgument("num_speculative_tokens must be in 1..{}, got {}",
                            kMaxSpeculativeTokens, o.num_speculative_tokens);
+  }
+  if (o.draft_threads < 1) {
+    return InvalidArgument("the draft's num_threads must be >= 1, got {}", o.draft_threads);
   }
   if (o.max_batch < 0) return InvalidArgument("max_batch must be >= 0, got {}", o.max_batch);
   if (o.ngram_min < 1 || o.ngram_max < o.ngram_min || o.ngram_max > 16) {
@@ -191,6 +195,7 @@ StatusOr<SpeculativeDecoding> LoadSpeculativeDecoding(const fs::path& model_dir,
   // As many blocks as the target's pool, of the same size: one block table serves both.
   RunnerOptions ro = runner_options;
   ro.block_size = target.block_size();
+  ro.num_threads = result.options.draft_threads;
   ro.kv_cache_bytes = static_cast<size_t>(target.num_blocks()) * 2 * draft_config.num_layers *
                       draft_config.num_kv_heads * target.block_size() * draft_config.head_dim *
                       sizeof(float);

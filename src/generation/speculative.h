@@ -19,7 +19,10 @@
 // Declared in the target's config.json (LoadSpeculativeDecoding):
 //   "draft": {"path": "../tiny-llama-draft", "num_speculative_tokens": 4}
 //   "draft": {"method": "ngram", "num_speculative_tokens": 4, "ngram_max": 3, "ngram_min": 1}
-// optional fields: "adaptive" (bool), "max_batch" (int). The engine side (which sequences
+// optional fields: "adaptive" (bool), "max_batch" (int), "num_threads" (the draft runner's
+// intra-op threads, default 1: a draft step of a 0.3M-parameter model takes ~60 us, where
+// waiting for a second thread at every kernel's barrier costs more than it saves, the more so
+// on a loaded machine). The engine side (which sequences
 // speculate, rollback of rejected tokens' KV) is in engine.cc / scheduler.h.
 #pragma once
 
@@ -50,6 +53,7 @@ struct SpeculativeOptions {
   // budget: draft tokens take only what the scheduled chunks left of max_num_batched_tokens.
   int max_batch = 4;
   int ngram_max = 3, ngram_min = 1;  // kNgram: match lengths tried, longest first (1..16)
+  int draft_threads = 1;             // kModel: the draft runner's intra-op threads (>= 1)
 };
 
 // INVALID_ARGUMENT naming the field for anything out of range.
@@ -90,8 +94,8 @@ struct SpeculativeDecoding {
 };
 
 // Reads <model_dir>/config.json's optional "draft" object (see the header comment; "path" is
-// relative to model_dir, or absolute) and loads the draft model with `runner_options`' threads
-// and weights settings. Load errors (INVALID_ARGUMENT, naming the file and field): "draft" not
+// relative to model_dir, or absolute) and loads the draft model with `runner_options`' weights
+// settings and options.draft_threads threads. Load errors (INVALID_ARGUMENT, naming the file and field): "draft" not
 // an object, both or neither of "path"/"method", an unknown method or field, an option out of
 // range (num_speculative_tokens outside 1..16 ...), a draft whose tokenizer.model differs from
 // the target's, whose vocab_size, bos or eos differ, whose context is shorter, or that fails
