@@ -1,10 +1,11 @@
 // Speculative decoding benchmark (issue 16.1), in process: GenerationEngine on tiny-llama with
-// and without its trained draft (tiny-llama-draft) or prompt lookup, on the held-out Austen
+// and without its trained draft (tiny-llama-draft), prompt lookup, or both (hybrid: lookup
+// first, the draft where it finds nothing), on the held-out Austen
 // prompts of tiny-llama's reference.json (train.py: bos + text from the last 5% of each novel),
 // temperature 0.
 //   build/inferd_speculative_bench --models build/models/gen [--tokens 128] [--rounds 2]
 //       [--threads 2] [--draft-threads 1] [--k 4] [--max-batch 4] [--streams 16] [--prompts 16]
-//       [--modes baseline,draft,ngram] [--json FILE]
+//       [--modes baseline,draft,ngram,hybrid] [--json FILE]   (or --modes step-costs)
 // Single stream: the prompts one at a time, each prompt run by every engine in turn
 // (baseline, draft, n-gram, alternating, so load changes hit all alike); tokens/s = generated
 // tokens / wall time of those requests. Concurrent: `streams` prompts submitted at once, the
@@ -50,7 +51,7 @@ struct Args {
   fs::path models;
   int tokens = 128, rounds = 2, threads = 2, draft_threads = 1, k = 4, max_batch = 4, streams = 16, prompts = 16;
   std::string json;
-  std::string modes = "baseline,draft,ngram";  // baseline always runs (first): the reference
+  std::string modes = "baseline,draft,ngram,hybrid";  // baseline always runs (first): the reference
 };
 
 bool Parse(int argc, char** argv, Args* a) {
@@ -118,7 +119,8 @@ struct Mode {
   int mismatches = 0;
 };
 
-std::unique_ptr<GenerationEngine> MakeEngine(const Args& a, DraftMethod method) {
+std::unique_ptr<GenerationEngine> MakeEngine(const Args& a, DraftMethod method,
+                                             bool prompt_lookup = false) {
   RunnerOptions ro;
   ro.kv_cache_bytes = 64 << 20;
   ro.num_threads = a.threads;
@@ -134,6 +136,7 @@ std::unique_ptr<GenerationEngine> MakeEngine(const Args& a, DraftMethod method) 
   eo.speculative.method = method;
   eo.speculative.num_speculative_tokens = a.k;
   eo.speculative.max_batch = a.max_batch;
+  eo.speculative.prompt_lookup = prompt_lookup;
   std::unique_ptr<ModelRunner> draft;
   if (method == DraftMethod::kModel) {
     ro.block_size = (*runner)->block_size();
@@ -271,6 +274,9 @@ int main(int argc, char** argv) {
   }
   if (a.modes.find("ngram") != std::string::npos) {
     modes.push_back({"ngram", MakeEngine(a, DraftMethod::kNgram)});
+  }
+  if (a.modes.find("hybrid") != std::string::npos) {  // prompt lookup first, else the draft
+    modes.push_back({"hybrid", MakeEngine(a, DraftMethod::kModel, true)});
   }
   // Warm-up: one request each (memory plans, page faults).
   for (Mode& m : modes) {

@@ -379,13 +379,17 @@ std::vector<GenerationEngine::Speculation> GenerationEngine::PlanSpeculation(
                                    request.params.max_tokens - request.completion_tokens - 1,
                                    context - n});
     if (k < 1) continue;
-    Speculation spec{i, c.seq, {c.seq->tokens.back()}, {}};
-    if (so.method == DraftMethod::kNgram) {
+    Speculation spec{i, c.seq, {c.seq->tokens.back()}, {}, so.method == DraftMethod::kModel};
+    if (so.method == DraftMethod::kNgram || so.prompt_lookup) {
       std::vector<int32_t> d = PromptLookup(c.seq->tokens, static_cast<int>(k), so.ngram_max,
                                             so.ngram_min);
-      if (d.empty()) continue;
-      k = static_cast<int64_t>(d.size());
-      spec.tokens.insert(spec.tokens.end(), d.begin(), d.end());
+      if (!d.empty()) {
+        k = static_cast<int64_t>(d.size());
+        spec.tokens.insert(spec.tokens.end(), d.begin(), d.end());
+        spec.from_model = false;
+      } else if (so.method == DraftMethod::kNgram) {
+        continue;
+      }
     }
     if (!scheduler_.ReserveLookahead(c.seq, n + k)) continue;
     spec.tokens.resize(static_cast<size_t>(k) + 1);  // kModel: drafts filled by RunDraft
@@ -399,7 +403,9 @@ Status GenerationEngine::RunDraft(std::vector<Speculation>& specs) {
   if (specs.empty() || options_.speculative.method != DraftMethod::kModel) return Status::Ok();
   const int64_t vocab = config().vocab_size;
   size_t max_k = 0;
-  for (const Speculation& s : specs) max_k = std::max(max_k, s.tokens.size() - 1);
+  for (const Speculation& s : specs) {
+    if (s.from_model) max_k = std::max(max_k, s.tokens.size() - 1);
+  }
   // Round j (1-based) computes draft token j of every sequence with k >= j; round 1 also catches
   // the draft's cache up with the tokens it has not seen (the prompt, or the last round's kept
   // tokens).
@@ -407,7 +413,7 @@ Status GenerationEngine::RunDraft(std::vector<Speculation>& specs) {
     std::vector<SequenceChunk> chunks;
     std::vector<Speculation*> in_round;
     for (Speculation& s : specs) {
-      if (s.tokens.size() - 1 < j) continue;
+      if (!s.from_model || s.tokens.size() - 1 < j) continue;
       const int64_t n = static_cast<int64_t>(s.seq->tokens.size());
       SequenceChunk c{s.seq->id, {}, 0, scheduler_.blocks().BlockTable(s.seq->id), true};
       if (j == 1) {
@@ -421,6 +427,7 @@ Status GenerationEngine::RunDraft(std::vector<Speculation>& specs) {
       chunks.push_back(c);
       in_round.push_back(&s);
     }
+    if (chunks.empty()) break;
     Tensor logits;
     RETURN_IF_ERROR(draft_->Step(chunks, &logits));
     if (logits.rank() != 2 || logits.dim(0) != static_cast<int64_t>(chunks.size()) ||

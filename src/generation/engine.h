@@ -128,6 +128,7 @@ class GenerationEngine {
     std::vector<int32_t> tokens;    // the verification chunk: last token, then the drafts
     std::vector<std::vector<float>> q;  // per draft, the distribution it was drawn from
                                         // (sampling with a draft model; else none: one-hot)
+    bool from_model = false;            // drafted by the draft model (else prompt lookup)
   };
 
   GenerationEngine(std::unique_ptr<ModelRunner> runner, std::unique_ptr<Tokenizer> tokenizer,

@@ -27,7 +27,7 @@ Status ParseDraft(const rapidjson::Value& d, const std::string& file, Speculativ
                   std::string* path) {
   static const std::set<std::string> known = {"path",      "method",    "num_speculative_tokens",
                                               "adaptive",  "max_batch", "ngram_max",
-                                              "ngram_min", "num_threads"};
+                                              "ngram_min", "num_threads", "prompt_lookup"};
   for (auto m = d.MemberBegin(); m != d.MemberEnd(); ++m) {
     if (!known.count(m->name.GetString())) {
       return InvalidArgument("{}: unknown field 'draft.{}'", file, m->name.GetString());
@@ -45,9 +45,12 @@ Status ParseDraft(const rapidjson::Value& d, const std::string& file, Speculativ
   RETURN_IF_ERROR(int_field("ngram_max", &options->ngram_max));
   RETURN_IF_ERROR(int_field("ngram_min", &options->ngram_min));
   RETURN_IF_ERROR(int_field("num_threads", &options->draft_threads));
-  if (auto it = d.FindMember("adaptive"); it != d.MemberEnd()) {
-    if (!it->value.IsBool()) return InvalidArgument("{}: 'draft.adaptive' is not a bool", file);
-    options->adaptive = it->value.GetBool();
+  for (auto [name, out] : {std::pair<const char*, bool*>{"adaptive", &options->adaptive},
+                            {"prompt_lookup", &options->prompt_lookup}}) {
+    auto it = d.FindMember(name);
+    if (it == d.MemberEnd()) continue;
+    if (!it->value.IsBool()) return InvalidArgument("{}: 'draft.{}' is not a bool", file, name);
+    *out = it->value.GetBool();
   }
   auto p = d.FindMember("path");
   auto m = d.FindMember("method");
@@ -171,9 +174,9 @@ int AdaptSpeculativeLength(int current, int proposed, int accepted, int max_k) {
   return std::clamp(next, 1, max_k);
 }
 
-StatusOr<SpeculativeDecoding> LoadSpeculativeDecoding(const fs::path& model_dir,
-                                                      const ModelRunner& target,
-                                                      const RunnerOptions& runner_options) {
+StatusOr<SpeculativeDecoding> LoadSpeculativeDecoding(
+    const fs::path& model_dir, const ModelRunner& target, const RunnerOptions& runner_options,
+    const std::function<Status(const fs::path& relative)>& check_draft_file) {
   const std::string file = (model_dir / "config.json").string();
   std::string text;
   if (!ReadFile(model_dir / "config.json", &text)) {
@@ -189,6 +192,11 @@ StatusOr<SpeculativeDecoding> LoadSpeculativeDecoding(const fs::path& model_dir,
   std::string path;
   RETURN_IF_ERROR(ParseDraft(it->value, file, &result.options, &path));
   if (result.options.method != DraftMethod::kModel) return result;
+  if (check_draft_file) {
+    for (const char* f : {"config.json", "tokenizer.model", "model.onnx"}) {
+      RETURN_IF_ERROR(check_draft_file(fs::path(path) / f));
+    }
+  }
   const fs::path draft_dir = fs::path(path).is_absolute() ? fs::path(path) : model_dir / path;
   ASSIGN_OR_RETURN(DecoderConfig draft_config, LoadDecoderConfig(draft_dir / "config.json"));
   RETURN_IF_ERROR(CheckCompatible(model_dir, target.config(), draft_dir, draft_config));

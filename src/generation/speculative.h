@@ -19,7 +19,8 @@
 // Declared in the target's config.json (LoadSpeculativeDecoding):
 //   "draft": {"path": "../tiny-llama-draft", "num_speculative_tokens": 4}
 //   "draft": {"method": "ngram", "num_speculative_tokens": 4, "ngram_max": 3, "ngram_min": 1}
-// optional fields: "adaptive" (bool), "max_batch" (int), "num_threads" (the draft runner's
+// optional fields: "adaptive" (bool), "max_batch" (int), "prompt_lookup" (bool, with "path": n-gram
+// drafts first, the model where they find nothing), "num_threads" (the draft runner's
 // intra-op threads, default 1: a draft step of a 0.3M-parameter model takes ~60 us, where
 // waiting for a second thread at every kernel's barrier costs more than it saves, the more so
 // on a loaded machine). The engine side (which sequences
@@ -28,6 +29,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -54,6 +56,9 @@ struct SpeculativeOptions {
   int max_batch = 4;
   int ngram_max = 3, ngram_min = 1;  // kNgram: match lengths tried, longest first (1..16)
   int draft_threads = 1;             // kModel: the draft runner's intra-op threads (>= 1)
+  // kModel: try prompt lookup first and run the draft model only for sequences it has nothing
+  // for (free drafts where text repeats itself, as a small model's greedy output often does).
+  bool prompt_lookup = false;
 };
 
 // INVALID_ARGUMENT naming the field for anything out of range.
@@ -99,9 +104,13 @@ struct SpeculativeDecoding {
 // an object, both or neither of "path"/"method", an unknown method or field, an option out of
 // range (num_speculative_tokens outside 1..16 ...), a draft whose tokenizer.model differs from
 // the target's, whose vocab_size, bos or eos differ, whose context is shorter, or that fails
-// to load itself.
-StatusOr<SpeculativeDecoding> LoadSpeculativeDecoding(const std::filesystem::path& model_dir,
-                                                      const ModelRunner& target,
-                                                      const RunnerOptions& runner_options);
+// to load itself. `check_draft_file` (optional) is called with "path" joined with each draft
+// file read (model.onnx, config.json, tokenizer.model), relative to model_dir, before anything
+// is read: the server confines those to the model's folder (serving's ResolveModelFile) and its
+// error fails the load.
+StatusOr<SpeculativeDecoding> LoadSpeculativeDecoding(
+    const std::filesystem::path& model_dir, const ModelRunner& target,
+    const RunnerOptions& runner_options,
+    const std::function<Status(const std::filesystem::path& relative)>& check_draft_file = {});
 
 }  // namespace inferd::gen

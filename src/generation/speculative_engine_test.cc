@@ -229,6 +229,27 @@ TEST_F(SpeculativeEngineTest, PromptLookupDraftsFromRepeatedText) {
   EXPECT_TRUE(runner_->error.empty()) << runner_->error;
 }
 
+TEST_F(SpeculativeEngineTest, PromptLookupFirstThenTheDraftModel) {
+  SpecSetup s = WithDraft(4);
+  s.options.speculative.prompt_lookup = true;
+  auto engine = Make(s);
+  runner_->window = 2;
+  draft_->window = 2;
+  const std::vector<int32_t> head = Prompt(6, 41);
+  const std::vector<int32_t> cont = ReferenceGreedy(head, 12, kVocab, 2);
+  std::vector<int32_t> prompt = head;  // the first 12 tokens are in the prompt, the rest not
+  prompt.insert(prompt.end(), cont.begin(), cont.end());
+  prompt.push_back(7);
+  prompt.insert(prompt.end(), head.begin(), head.end());
+  Result r;
+  ASSERT_TRUE(engine->Submit({"a", prompt, Greedy(40)}, r.Callback()).ok());
+  EXPECT_EQ(r.Tokens(), ReferenceGreedy(prompt, 40, kVocab, 2));
+  EXPECT_GT(engine->Stats().accepted_tokens, 0);
+  EXPECT_GT(draft_->steps.size(), 0u) << "the draft model ran where the lookup had nothing";
+  EXPECT_TRUE(runner_->error.empty()) << runner_->error;
+  EXPECT_TRUE(draft_->error.empty()) << draft_->error;
+}
+
 TEST_F(SpeculativeEngineTest, SamplingSpeculatesAndCompletes) {
   for (DraftMethod m : {DraftMethod::kModel, DraftMethod::kNgram}) {
     SpecSetup s = WithDraft(4);
