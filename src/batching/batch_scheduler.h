@@ -38,6 +38,11 @@
 // mu_, guards every queue and all scheduling state (the members marked GUARDED_BY(mu_)); the
 // *Locked helpers run under it (REQUIRES(mu_)), the entry points and thread loops take it
 // (EXCLUDES(mu_)). No other lock is taken while mu_ is held except the Clock's own (FakeClock).
+// Active workers: all num_workers threads start, but only the first active_workers (0 .. n - 1)
+// take batches; the others are parked (no batch, no CPU). SetActiveWorkers moves the count at
+// run time (in-node autoscaling): raising it lets parked workers take queued work at once;
+// lowering it lets each worker past the new count finish the batch it runs, then park — no task
+// is dropped or failed, and at most active_workers batches run at a time once those finish.
 // Destruction stops accepting tasks, then drains: every queued task is still batched (ignoring
 // max_queue_delay; timeouts still apply) and processed before the threads are joined.
 #pragma once
@@ -91,8 +96,10 @@ struct BatchSchedulerOptions {
   QueuePolicy default_queue_policy;
   // Overrides default_queue_policy for some levels (keys in [1, priority_levels]).
   std::map<uint32_t, QueuePolicy> priority_queue_policy;
-  // Worker threads, i.e. batches processed concurrently; >= 1.
+  // Worker threads, i.e. the most batches processed concurrently; >= 1.
   int num_workers = 1;
+  // Workers taking batches at the start, in [1, num_workers]; 0 = num_workers.
+  int active_workers = 0;
 };
 
 // `now + delay`, saturating: a sum past the clock's range (a request `timeout` of 2^63 µs, say)
@@ -134,6 +141,11 @@ class BatchScheduler {
 
   const Options& options() const { return options_; }
 
+  // Sets the number of workers taking batches (see the header comment), clamped to
+  // [1, num_workers]. Returns the count now in effect.
+  int SetActiveWorkers(int n) EXCLUDES(mu_);
+  int active_workers() const EXCLUDES(mu_);
+
  private:
   struct Entry {
     std::unique_ptr<Task> task;
@@ -152,6 +164,10 @@ class BatchScheduler {
   template <class Fn>
   void ForEachQueuedLocked(Fn&& fn) const REQUIRES(mu_);  // fn(const Entry&) -> bool continue
   Batch TakeLocked(size_t n) REQUIRES(mu_);
+  // Batches that may start now: active workers minus batches running or handed out, >= 0.
+  int FreeSlotsLocked() const REQUIRES(mu_) {
+    return std::max(0, active_workers_ - busy_workers_ - static_cast<int>(ready_.size()));
+  }
   // Hands batches that can be formed now to idle workers (into ready_; the caller notifies them).
   // Returns when the scheduler thread must look again for what is queued: `now` when a deadline
   // has passed, the end of a queue delay an idle worker waits for, or Clock::kForever.
@@ -164,15 +180,17 @@ class BatchScheduler {
   const ProcessBatchFn process_;
   const RejectFn reject_;
 
-  Mutex mu_;
+  mutable Mutex mu_;
   CondVar scheduler_cv_;  // with mu_: new task, idle worker, shutdown
-  CondVar worker_cv_;     // with mu_: batch ready, exit
+  CondVar worker_cv_;     // with mu_: batch ready, exit (active workers wait here)
+  CondVar parked_cv_;     // with mu_: active count changed, exit (parked workers wait here)
   // Index level - 1.
   std::vector<std::deque<Entry>> queues_ GUARDED_BY(mu_);
   std::vector<std::deque<Entry>> delayed_ GUARDED_BY(mu_);
   size_t num_queued_ GUARDED_BY(mu_) = 0;
   Clock::TimePoint earliest_deadline_ GUARDED_BY(mu_) = Clock::kForever;  // a lower bound
-  int idle_workers_ GUARDED_BY(mu_) = 0;
+  int active_workers_ GUARDED_BY(mu_) = 1;
+  int busy_workers_ GUARDED_BY(mu_) = 0;  // workers holding a batch (active or finishing)
   std::deque<Batch> ready_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
   bool workers_exit_ GUARDED_BY(mu_) = false;
@@ -220,6 +238,10 @@ StatusOr<std::unique_ptr<BatchScheduler<Task>>> BatchScheduler<Task>::Create(
   if (options.num_workers < 1) {
     return InvalidArgument("num_workers must be >= 1, got {}", options.num_workers);
   }
+  if (options.active_workers < 0 || options.active_workers > options.num_workers) {
+    return InvalidArgument("active_workers {} is outside [0, num_workers {}]",
+                           options.active_workers, options.num_workers);
+  }
   if (!process || !reject) return InvalidArgument("batch and reject callbacks are required");
   if (options.default_priority == 0) options.default_priority = levels;
   return std::unique_ptr<BatchScheduler>(
@@ -235,7 +257,8 @@ BatchScheduler<Task>::BatchScheduler(Options options, Clock& clock, ProcessBatch
       reject_(std::move(reject)),
       queues_(NumLevels()),
       delayed_(NumLevels()),
-      idle_workers_(options_.num_workers) {
+      active_workers_(options_.active_workers > 0 ? options_.active_workers
+                                                  : options_.num_workers) {
   for (int i = 0; i < options_.num_workers; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
   scheduler_thread_ = std::thread([this] { SchedulerLoop(); });
 }
@@ -253,7 +276,30 @@ BatchScheduler<Task>::~BatchScheduler() {
     workers_exit_ = true;
   }
   worker_cv_.NotifyAll();
+  parked_cv_.NotifyAll();
   for (std::thread& t : workers_) t.join();  // workers finish ready_ first
+}
+
+template <class Task>
+int BatchScheduler<Task>::SetActiveWorkers(int n) {
+  n = std::clamp(n, 1, options_.num_workers);
+  {
+    MutexLock l(&mu_);
+    if (n == active_workers_) return n;
+    active_workers_ = n;
+    // New slots take what is queued now; workers past n see the change when they next look.
+    DispatchLocked(clock_.Now());
+  }
+  parked_cv_.NotifyAll();  // unparked workers go to worker_cv_ (and take what was dispatched);
+  worker_cv_.NotifyAll();  // idle workers past n go to parked_cv_
+  scheduler_cv_.NotifyOne();  // a queue delay it timed may now have a free worker
+  return n;
+}
+
+template <class Task>
+int BatchScheduler<Task>::active_workers() const {
+  MutexLock l(&mu_);
+  return active_workers_;
 }
 
 template <class Task>
@@ -309,12 +355,11 @@ Status BatchScheduler<Task>::Schedule(std::unique_ptr<Task>* task, const Schedul
 template <class Task>
 Clock::TimePoint BatchScheduler<Task>::DispatchLocked(Clock::TimePoint now) {
   if (now >= earliest_deadline_) return now;  // expired tasks: the scheduler thread rejects them
-  while (idle_workers_ > 0) {
+  while (FreeSlotsLocked() > 0) {
     Clock::TimePoint wake;
     const size_t n = DecideLocked(now, &wake);
     if (n == 0) return wake;
     ready_.push_back(TakeLocked(n));
-    --idle_workers_;
   }
   return Clock::kForever;  // no idle worker: the next one to finish looks at the queue
 }
@@ -424,12 +469,11 @@ void BatchScheduler<Task>::SchedulerLoop() {
     }
     if (stopping_ && num_queued_ == 0) return;
     Clock::TimePoint wake = earliest_deadline_;
-    if (idle_workers_ > 0) {
+    if (FreeSlotsLocked() > 0) {
       Clock::TimePoint batch_wake;
       const size_t n = DecideLocked(now, &batch_wake);
       if (n > 0) {
         ready_.push_back(TakeLocked(n));
-        --idle_workers_;
         worker_cv_.NotifyOne();
         continue;
       }
@@ -446,14 +490,22 @@ template <class Task>
 void BatchScheduler<Task>::WorkerLoop(int worker) {
   ReleasableMutexLock l(&mu_);
   while (true) {
-    while (ready_.empty() && !workers_exit_) worker_cv_.Wait(&mu_);
+    // A parked worker (index past the active count) waits apart, so NotifyOne on worker_cv_
+    // always reaches a worker that may take the batch. At exit every worker helps drain ready_.
+    while (!workers_exit_ && (worker >= active_workers_ || ready_.empty())) {
+      (worker >= active_workers_ ? parked_cv_ : worker_cv_).Wait(&mu_);
+    }
     if (ready_.empty()) return;
     Batch batch = std::move(ready_.front());
     ready_.pop_front();
+    ++busy_workers_;
     while (true) {
       l.Unlock();
       process_(worker, std::move(batch));
       l.Lock();
+      // Lowered past this worker (or still above the count while others finish): stop here.
+      // A batch handed out earlier goes first (after a lowering it may have no idle worker left).
+      if (worker >= active_workers_ || busy_workers_ > active_workers_ || !ready_.empty()) break;
       // Form the next batch here rather than handing over to the scheduler thread and back: under
       // load a worker goes from batch to batch without sleeping.
       const Clock::TimePoint now = clock_.Now();
@@ -463,7 +515,7 @@ void BatchScheduler<Task>::WorkerLoop(int worker) {
       if (n == 0) break;
       batch = TakeLocked(n);
     }
-    ++idle_workers_;
+    --busy_workers_;
     // The scheduler thread times a pending queue delay or deadline, and finishes a shutdown.
     if (num_queued_ > 0 || stopping_) scheduler_cv_.NotifyOne();
   }

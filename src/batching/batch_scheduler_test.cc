@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,13 +26,14 @@ struct FakeTask {
 // cv_ (with mu_) signals every change.
 class Recorder {
  public:
-  void Process(int /*worker*/, BatchScheduler<FakeTask>::Batch batch) EXCLUDES(mu_) {
+  void Process(int worker, BatchScheduler<FakeTask>::Batch batch) EXCLUDES(mu_) {
     MutexLock l(&mu_);
     ++started_;
     cv_.NotifyAll();
     while (hold_) cv_.Wait(&mu_);
     std::vector<int> ids;
     for (auto& t : batch) ids.push_back(t->id);
+    for (int id : ids) worker_of_[id] = worker;
     batches_.push_back(ids);
     cv_.NotifyAll();
   }
@@ -61,6 +64,11 @@ class Recorder {
     MutexLock l(&mu_);
     return batches_;
   }
+  // The worker that processed task `id`'s batch.
+  std::map<int, int> worker_of() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    return worker_of_;
+  }
   std::vector<std::pair<int, Status>> rejected() EXCLUDES(mu_) {
     MutexLock l(&mu_);
     return rejected_;
@@ -72,6 +80,7 @@ class Recorder {
   bool hold_ GUARDED_BY(mu_) = false;
   size_t started_ GUARDED_BY(mu_) = 0;
   std::vector<std::vector<int>> batches_ GUARDED_BY(mu_);
+  std::map<int, int> worker_of_ GUARDED_BY(mu_);
   std::vector<std::pair<int, Status>> rejected_ GUARDED_BY(mu_);
 };
 
@@ -125,6 +134,9 @@ TEST_F(BatchSchedulerTest, CreateValidatesOptions) {
   o.priority_queue_policy.clear();
   o.num_workers = 0;
   EXPECT_EQ(make(o).code(), StatusCode::kInvalidArgument);
+  o.active_workers = 2;  // more than num_workers
+  EXPECT_EQ(make(o).code(), StatusCode::kInvalidArgument);
+  o.active_workers = 0;
   o.num_workers = 1;
   o.max_queue_delay = microseconds(-1);
   EXPECT_EQ(make(o).code(), StatusCode::kInvalidArgument);
@@ -415,6 +427,60 @@ TEST_F(BatchSchedulerTest, ManyThreadsScheduleConcurrently) {
     total += b.size();
   }
   EXPECT_EQ(total, 1000u);
+}
+
+TEST_F(BatchSchedulerTest, OnlyActiveWorkersTakeBatches) {
+  BatchSchedulerOptions o;
+  o.enable_batching = false;
+  o.num_workers = 3;
+  o.active_workers = 1;
+  Start(o);
+  EXPECT_EQ(scheduler_->active_workers(), 1);
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(Add(i).ok());
+  rec_.WaitForBatches(6);
+  for (const auto& [id, worker] : rec_.worker_of()) EXPECT_EQ(worker, 0) << "task " << id;
+  EXPECT_EQ(scheduler_->SetActiveWorkers(10), 3);  // clamped to [1, num_workers]
+  EXPECT_EQ(scheduler_->SetActiveWorkers(0), 1);
+}
+
+TEST_F(BatchSchedulerTest, RaisingActiveWorkersStartsQueuedWorkAtOnce) {
+  BatchSchedulerOptions o;
+  o.enable_batching = false;
+  o.num_workers = 3;
+  o.active_workers = 1;
+  Start(o);
+  rec_.Hold(true);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Add(i).ok());
+  rec_.WaitForStarted(1);
+  EXPECT_EQ(scheduler_->SetActiveWorkers(3), 3);
+  rec_.WaitForStarted(3);  // the two unparked workers took the queued tasks while 0 still runs
+  rec_.Hold(false);
+  rec_.WaitForBatches(3);
+  std::set<int> workers;
+  for (const auto& [id, worker] : rec_.worker_of()) workers.insert(worker);
+  EXPECT_EQ(workers, (std::set<int>{0, 1, 2}));
+}
+
+TEST_F(BatchSchedulerTest, LoweringActiveWorkersFinishesRunningBatchesAndDropsNothing) {
+  BatchSchedulerOptions o;
+  o.enable_batching = false;
+  o.num_workers = 3;
+  Start(o);
+  rec_.Hold(true);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Add(i).ok());
+  rec_.WaitForStarted(3);  // one task running on each worker
+  EXPECT_EQ(scheduler_->SetActiveWorkers(1), 1);
+  for (int i = 3; i < 9; ++i) ASSERT_TRUE(Add(i).ok());
+  rec_.Hold(false);
+  rec_.WaitForBatches(9);  // the running ones finished, the queued ones ran
+  EXPECT_TRUE(rec_.rejected().empty());
+  const std::map<int, int> worker_of = rec_.worker_of();
+  ASSERT_EQ(worker_of.size(), 9u);
+  std::set<int> early;
+  for (int i = 0; i < 3; ++i) early.insert(worker_of.at(i));
+  EXPECT_EQ(early, (std::set<int>{0, 1, 2}));
+  // Once lowered, only the remaining active worker takes new batches.
+  for (int i = 3; i < 9; ++i) EXPECT_EQ(worker_of.at(i), 0) << "task " << i;
 }
 
 }  // namespace

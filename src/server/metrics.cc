@@ -155,6 +155,26 @@ std::string RenderPrometheusMetrics(const std::vector<ModelStatisticsSnapshot>& 
   for (size_t i = 0; i < models.size(); ++i) {
     fmt::format_to(it, "inferd_pending_requests{{{}}} {}\n", labels[i], models[i].pending);
   }
+  Header(out, "inferd_model_instances", "gauge",
+         "Instances of the model version serving now (autoscaling moves it between min and max).");
+  for (size_t i = 0; i < models.size(); ++i) {
+    fmt::format_to(it, "inferd_model_instances{{{}}} {}\n", labels[i], models[i].instances);
+  }
+  Header(out, "inferd_model_scale_events_total", "counter",
+         "Autoscaling events: the instance count raised (up) or lowered (down).");
+  for (size_t i = 0; i < models.size(); ++i) {
+    fmt::format_to(it, "inferd_model_scale_events_total{{{},direction=\"up\"}} {}\n", labels[i],
+                   models[i].scale_ups);
+    fmt::format_to(it, "inferd_model_scale_events_total{{{},direction=\"down\"}} {}\n",
+                   labels[i], models[i].scale_downs);
+  }
+  Header(out, "inferd_model_busy_seconds_total", "counter",
+         "Instance time spent executing batches, summed over instances (rate / instances = "
+         "utilization).");
+  for (size_t i = 0; i < models.size(); ++i) {
+    fmt::format_to(it, "inferd_model_busy_seconds_total{{{}}} {}\n", labels[i],
+                   Num(static_cast<double>(models[i].busy_ns) / 1e9));
+  }
   if (process != nullptr) {
     Header(out, "process_cpu_seconds_total", "counter", "User and system CPU time.");
     fmt::format_to(it, "process_cpu_seconds_total {}\n", Num(process->cpu_seconds));

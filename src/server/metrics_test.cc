@@ -19,6 +19,9 @@ serving::ModelStatisticsSnapshot Snapshot(const std::string& name, int64_t versi
   s.failures[serving::FailureReason::kInvalidInput] = 2;
   s.failures[serving::FailureReason::kTimeout] = 1;
   s.pending = 3;
+  s.instances = 2;
+  s.scale_ups = 4;
+  s.busy_ns = 1'500'000'000;
   s.request_us.bounds = {100, 1000, 10000};
   s.request_us.counts = {1, 5, 3, 1};
   s.request_us.count = 10;
@@ -48,6 +51,13 @@ TEST(Metrics, RendersFamiliesWithLabels) {
   EXPECT_NE(text.find("inferd_batch_size_bucket{model=\"m2\",version=\"3\",le=\"4\"} 4"),
             std::string::npos);
   EXPECT_NE(text.find("inferd_pending_requests{model=\"m2\",version=\"3\"} 3"), std::string::npos);
+  EXPECT_NE(text.find("inferd_model_instances{model=\"m2\",version=\"3\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("# TYPE inferd_model_instances gauge\n"), std::string::npos);
+  EXPECT_NE(text.find("inferd_model_scale_events_total{model=\"m2\",version=\"3\",direction=\"up\"} 4\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("inferd_model_busy_seconds_total{model=\"m2\",version=\"3\"} 1.5\n"),
+            std::string::npos);
   EXPECT_NE(text.find("process_resident_memory_bytes 1048576"), std::string::npos);
 }
 

@@ -95,6 +95,7 @@ void ModelStats::RecordExecution(int64_t rows, size_t requests, const BatchTimes
     ++execution_count_;
     inference_count_ += rows;
     last_inference_ms_ = WallMillis();
+    busy_ns_ += NsBetween(t.start, t.outputs_ready);
     // Triton counts compute durations per request: each request of the batch spent them.
     for (DurationStat* d : {&compute_input_, &compute_infer_, &compute_output_}) {
       d->count += requests;
@@ -115,6 +116,11 @@ void ModelStats::RecordExecution(int64_t rows, size_t requests, const BatchTimes
   batch_size_.Record(static_cast<double>(rows));
 }
 
+void ModelStats::RecordScaleEvent(bool up) {
+  MutexLock l(&mu_);
+  ++(up ? scale_ups_ : scale_downs_);
+}
+
 void ModelStats::RecordInference(int64_t rows) {
   if (paused()) return;
   MutexLock l(&mu_);
@@ -131,6 +137,9 @@ ModelStatisticsSnapshot ModelStats::Snapshot() const {
     s.inference_count = inference_count_;
     s.execution_count = execution_count_;
     s.batches_split = batches_split_;
+    s.busy_ns = busy_ns_;
+    s.scale_ups = scale_ups_;
+    s.scale_downs = scale_downs_;
     s.success = success_;
     s.fail = fail_;
     s.queue = queue_;
@@ -146,6 +155,7 @@ ModelStatisticsSnapshot ModelStats::Snapshot() const {
   s.compute_us = compute_us_.Snapshot();
   s.batch_size = batch_size_.Snapshot();
   s.pending = pending_.load(std::memory_order_relaxed);
+  s.instances = instances_.load(std::memory_order_relaxed);
   return s;
 }
 

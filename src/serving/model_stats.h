@@ -72,6 +72,16 @@ struct ModelStatisticsSnapshot {
   // Merged batches that failed with INVALID_ARGUMENT and were re-run one request at a time, so
   // that only the requests with bad data fail (ModelInstance).
   uint64_t batches_split = 0;
+  // Instances serving this version now (its scheduler's active workers; autoscaling moves it).
+  // 0 for an ensemble, which has none of its own.
+  int instances = 0;
+  // Instance time spent executing batches (merge, run, split), summed over instances, ns. Its
+  // growth over a period divided by (period × instances) is the instances' utilization; the
+  // autoscaler and the HAProxy agent weight read it.
+  uint64_t busy_ns = 0;
+  // Autoscaling events: instance count raised / lowered (autoscale_policy.h).
+  uint64_t scale_ups = 0;
+  uint64_t scale_downs = 0;
 };
 
 using SteadyTime = std::chrono::steady_clock::time_point;
@@ -97,6 +107,8 @@ class ModelStats {
 
   // A request was queued (+1) or its callback is about to run (-1).
   void AddPending(int64_t n) { pending_.fetch_add(n, std::memory_order_relaxed); }
+  // The version's current instance count (set at start and by every scale event).
+  void set_instances(int n) { instances_.store(n, std::memory_order_relaxed); }
   // A request ran and succeeded, `ns` after it was queued.
   void RecordSuccess(uint64_t ns) EXCLUDES(mu_);
   // A queued request failed `ns` after it was queued.
@@ -109,6 +121,9 @@ class ModelStats {
   void RecordBatchSplit() EXCLUDES(mu_);
   // One Session::Run of `rows` rows for `requests` requests.
   void RecordExecution(int64_t rows, size_t requests, const BatchTimes& times) EXCLUDES(mu_);
+
+  // The autoscaler changed the instance count (up: raised).
+  void RecordScaleEvent(bool up) EXCLUDES(mu_);
 
   // An ensemble request of `rows` rows succeeded: one inference and execution counted, without
   // the compute phases (its steps' models record those).
@@ -123,6 +138,7 @@ class ModelStats {
 
   std::atomic<bool> paused_{false};
   std::atomic<int64_t> pending_{0};
+  std::atomic<int> instances_{0};
   Histogram request_us_, queue_us_, compute_us_, batch_size_;  // lock-free
   mutable Mutex mu_;
   uint64_t last_inference_ms_ GUARDED_BY(mu_) = 0;
@@ -130,6 +146,9 @@ class ModelStats {
   uint64_t execution_count_ GUARDED_BY(mu_) = 0;
   uint64_t success_requests_ GUARDED_BY(mu_) = 0;
   uint64_t batches_split_ GUARDED_BY(mu_) = 0;
+  uint64_t busy_ns_ GUARDED_BY(mu_) = 0;
+  uint64_t scale_ups_ GUARDED_BY(mu_) = 0;
+  uint64_t scale_downs_ GUARDED_BY(mu_) = 0;
   DurationStat success_ GUARDED_BY(mu_), fail_ GUARDED_BY(mu_), queue_ GUARDED_BY(mu_);
   DurationStat compute_input_ GUARDED_BY(mu_), compute_infer_ GUARDED_BY(mu_),
       compute_output_ GUARDED_BY(mu_);

@@ -45,6 +45,19 @@ TEST(ModelStatsTest, RecordsAndSnapshots) {
   EXPECT_EQ(s.batch_stats[0].batch_size, 3);
   EXPECT_EQ(s.batch_stats[0].compute_output.ns, 30u);
   EXPECT_GT(s.last_inference_ms, 0u);
+  EXPECT_EQ(s.busy_ns, 60u);  // the batch's whole span, once (not per request)
+}
+
+TEST(ModelStatsTest, InstancesAndScaleEvents) {
+  ModelStats stats;
+  stats.set_instances(3);
+  stats.RecordScaleEvent(true);
+  stats.RecordScaleEvent(true);
+  stats.RecordScaleEvent(false);
+  const ModelStatisticsSnapshot s = stats.Snapshot();
+  EXPECT_EQ(s.instances, 3);
+  EXPECT_EQ(s.scale_ups, 2u);
+  EXPECT_EQ(s.scale_downs, 1u);
 }
 
 TEST(ModelStatsTest, PausedRecordsNothingButPending) {

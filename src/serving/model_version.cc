@@ -170,6 +170,7 @@ Status ModelVersion::StartScheduler(int instances, Clock& clock) {
       });
   if (!scheduler.ok()) return scheduler.status().WithContext("dynamic_batching");
   scheduler_ = std::move(scheduler).value();
+  stats_.set_instances(instances);
   if (!config_->has_sequence_batching()) return Status::Ok();
   batching::BatchScheduler<InferTask>* raw = scheduler_.get();
   auto sequences = SequenceBatcher::Create(

@@ -76,6 +76,18 @@ def write_repository(root):
                 'dynamic_batching { max_queue_delay_microseconds: 500 }\n')
 
 
+def link_model_file(src, dst):
+    """Puts the file `src` at `dst` in a model folder without copying it: a hard link (the server
+    refuses symlinks leading out of a model folder, repository.h's ResolveModelFile), or a copy
+    when `src` is on another filesystem. Replaces `dst`."""
+    if os.path.lexists(dst):
+        os.remove(dst)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 class Server:
     """`inferd serve` on free loopback ports; `http`, `grpc` and `metrics` are its addresses.
 
@@ -311,6 +323,8 @@ def metrics_tests(metrics_url, work):
     check("process_resident_memory_bytes" in text and "process_cpu_seconds_total" in text,
           "process metrics")
     check('inferd_batch_size_bucket{model="identity"' in text, "batch size histogram")
+    check(re.search(r'inferd_model_instances\{model="identity",version="1"\} [1-9]', text)
+          is not None, "instance count gauge")
     if shutil.which("promtool"):
         p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
                            text=True)

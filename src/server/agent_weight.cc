@@ -1,0 +1,64 @@
+#include "server/agent_weight.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace inferd::server {
+
+double NodeLoad(const std::vector<ModelLoad>& models) {
+  double load = 0;
+  for (const ModelLoad& m : models) {
+    const double i = std::max(1, m.instances);
+    const double p = static_cast<double>(std::max<int64_t>(0, m.pending));
+    const double u = std::clamp(m.utilization, 0.0, 1.0);
+    // Busy share: measured over the window, or at least what is executing right now (a batch
+    // that runs for longer than the window shows no busy time until it ends).
+    const double busy = std::max(u, std::min(p, i) / i);
+    const double queued = std::max(0.0, p - i) / i;
+    load = std::max(load, busy + queued);
+  }
+  return load;
+}
+
+int AgentWeightPercent(const AgentInputs& in) {
+  double c = in.capacity;
+  if (!(c > 0)) c = 0;  // NaN or negative: the minimum weight
+  c = std::min(c, 1.0);
+  const double w = std::round(100.0 * c / (1.0 + NodeLoad(in.models)));
+  return static_cast<int>(std::clamp(w, 1.0, 100.0));
+}
+
+std::string AgentReply(const AgentInputs& in) {
+  switch (in.state) {
+    case NodeState::kDraining: return "drain\n";
+    case NodeState::kNotReady: return "down#not ready\n";
+    case NodeState::kReady: break;
+  }
+  return fmt::format("up ready {}%\n", AgentWeightPercent(in));
+}
+
+std::vector<ModelLoad> LoadSampler::Sample(std::chrono::nanoseconds now,
+                                           const std::vector<ModelSample>& models) {
+  const double window = static_cast<double>((now - last_time_).count());
+  std::map<std::string, uint64_t> busy;
+  std::vector<ModelLoad> loads;
+  for (const ModelSample& m : models) {
+    ModelLoad load;
+    load.pending = m.pending;
+    load.instances = std::max(1, m.instances);
+    auto it = last_busy_.find(m.key);
+    if (it != last_busy_.end() && window > 0 && m.busy_ns >= it->second) {
+      load.utilization = std::clamp(
+          static_cast<double>(m.busy_ns - it->second) / (window * load.instances), 0.0, 1.0);
+    }
+    busy[m.key] = m.busy_ns;
+    loads.push_back(load);
+  }
+  last_busy_ = std::move(busy);
+  last_time_ = now;
+  return loads;
+}
+
+}  // namespace inferd::server
