@@ -124,7 +124,12 @@ StatusOr<server::GenerativeModel> LoadGenerativeModel(const std::string& name,
   auto runner = gen::CreateDecoderRunner(config.model_dir, ro);
   if (!runner.ok()) return fail(runner.status());
   // config.json's optional "draft": speculative decoding (generation/speculative.h).
-  auto speculative = gen::LoadSpeculativeDecoding(config.model_dir, **runner, ro);
+  // The draft's files are confined to the folder of model.onnx, as the model's own are (a path
+  // or symlink leading out of it is refused).
+  auto confine = [&](const fs::path& relative) {
+    return serving::ResolveModelFile(config.model_dir, name, "", relative, "draft.path").status();
+  };
+  auto speculative = gen::LoadSpeculativeDecoding(config.model_dir, **runner, ro, confine);
   if (!speculative.ok()) return fail(speculative.status());
   const int model_context = (*runner)->config().max_context;
   if (config.max_context > model_context) {
