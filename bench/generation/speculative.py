@@ -54,9 +54,13 @@ def main():
     else:
         cmd += ["--tokens", str(a.tokens), "--rounds", str(a.rounds)]
     load_before = os.getloadavg()
-    rc = subprocess.run(cmd).returncode
+    # Passive OpenMP waits (as scripts/generation/train.py): an idle engine's spinning threads
+    # would otherwise burn the cores the engine being timed runs on.
+    env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
+    rc = subprocess.run(cmd, env=env).returncode
     load_after = os.getloadavg()
-    result = {"command": " ".join(cmd), "cpu": lscpu_model(),
+    result = {"command": "OMP_WAIT_POLICY=%s " % env["OMP_WAIT_POLICY"] + " ".join(cmd),
+              "cpu": lscpu_model(),
               "loadavg_before": [round(x, 2) for x in load_before],
               "loadavg_after": [round(x, 2) for x in load_after], "exit_code": rc}
     if os.path.exists(raw):

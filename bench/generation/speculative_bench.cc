@@ -115,8 +115,10 @@ struct Mode {
   std::string name;
   std::unique_ptr<GenerationEngine> engine;
   double single_s = 0, concurrent_s = 0;
+  double single_cpu_s = 0, concurrent_cpu_s = 0;  // process CPU time during this mode's runs
   int64_t single_tokens = 0, concurrent_tokens = 0;
   int mismatches = 0;
+  int64_t concurrent_drafts = 0;  // draft tokens proposed during the concurrent runs
 };
 
 std::unique_ptr<GenerationEngine> MakeEngine(const Args& a, DraftMethod method,
@@ -165,7 +167,7 @@ std::unique_ptr<GenerationEngine> MakeEngine(const Args& a, DraftMethod method,
 // Runs `prompts` on `engine` at once; returns the outputs, adds the wall time to *seconds.
 std::vector<std::vector<int32_t>> Run(GenerationEngine& engine,
                                       const std::vector<std::vector<int32_t>>& prompts,
-                                      int tokens, double* seconds) {
+                                      int tokens, double* seconds, double* cpu_seconds) {
   static int next_id = 0;
   std::vector<Done> done(prompts.size());
   SamplingParams p;
@@ -173,6 +175,7 @@ std::vector<std::vector<int32_t>> Run(GenerationEngine& engine,
   p.temperature = 0;
   p.ignore_eos = true;
   const auto t0 = WallClock::now();
+  const double c0 = CpuSeconds();
   for (size_t i = 0; i < prompts.size(); ++i) {
     Done* d = &done[i];
     Status s = engine.Submit({"q" + std::to_string(next_id++), prompts[i], p},
@@ -185,6 +188,7 @@ std::vector<std::vector<int32_t>> Run(GenerationEngine& engine,
   std::vector<std::vector<int32_t>> out;
   for (Done& d : done) out.push_back(d.Wait());
   *seconds += std::chrono::duration<double>(WallClock::now() - t0).count();
+  *cpu_seconds += CpuSeconds() - c0;
   return out;
 }
 
@@ -280,8 +284,8 @@ int main(int argc, char** argv) {
   }
   // Warm-up: one request each (memory plans, page faults).
   for (Mode& m : modes) {
-    double ignored = 0;
-    Run(*m.engine, {prompts[0]}, 16, &ignored);
+    double ignored = 0, ignored_cpu = 0;
+    Run(*m.engine, {prompts[0]}, 16, &ignored, &ignored_cpu);
   }
   for (Mode& m : modes) m.engine->Stats();
   std::vector<int64_t> draft0(modes.size()), acc0(modes.size());
@@ -291,32 +295,44 @@ int main(int argc, char** argv) {
   }
   std::vector<std::vector<int32_t>> streams_prompts;
   for (int i = 0; i < a.streams; ++i) streams_prompts.push_back(prompts[i % prompts.size()]);
-  for (int round = 0; round < a.rounds; ++round) {
-    for (const auto& prompt : prompts) {
-      std::vector<std::vector<int32_t>> base;
-      for (Mode& m : modes) {
-        auto out = Run(*m.engine, {prompt}, a.tokens, &m.single_s);
-        m.single_tokens += a.tokens;
-        if (&m == &modes[0]) base = out;
-        else if (out != base) ++m.mismatches;
+  // The order of the modes rotates from one run to the next, so a load change does not always
+  // hit the same one; outputs are compared with the baseline's after each group.
+  size_t turn = 0;
+  auto group = [&](const std::vector<std::vector<int32_t>>& group_prompts, bool concurrent) {
+    std::vector<std::vector<std::vector<int32_t>>> outs(modes.size());
+    for (size_t j = 0; j < modes.size(); ++j) {
+      Mode& m = modes[(j + turn) % modes.size()];
+      const int64_t before = m.engine->Stats().draft_tokens;
+      outs[&m - &modes[0]] =
+          Run(*m.engine, group_prompts, a.tokens, concurrent ? &m.concurrent_s : &m.single_s,
+              concurrent ? &m.concurrent_cpu_s : &m.single_cpu_s);
+      const int64_t tokens = static_cast<int64_t>(a.tokens) * group_prompts.size();
+      if (concurrent) {
+        m.concurrent_drafts += m.engine->Stats().draft_tokens - before;
+        m.concurrent_tokens += tokens;
+      } else {
+        m.single_tokens += tokens;
       }
     }
-    std::vector<std::vector<int32_t>> base;
-    for (Mode& m : modes) {
-      auto out = Run(*m.engine, streams_prompts, a.tokens, &m.concurrent_s);
-      m.concurrent_tokens += static_cast<int64_t>(a.tokens) * a.streams;
-      if (&m == &modes[0]) base = out;
-      else for (size_t i = 0; i < out.size(); ++i) m.mismatches += out[i] != base[i];
+    ++turn;
+    for (size_t i = 1; i < modes.size(); ++i) {
+      for (size_t r = 0; r < outs[i].size(); ++r) modes[i].mismatches += outs[i][r] != outs[0][r];
     }
+  };
+  for (int round = 0; round < a.rounds; ++round) {
+    for (const auto& prompt : prompts) group({prompt}, false);
+    group(streams_prompts, true);
   }
   const double base1 = modes[0].single_tokens / modes[0].single_s;
   const double baseN = modes[0].concurrent_tokens / modes[0].concurrent_s;
+  const double base1_cpu = modes[0].single_tokens / modes[0].single_cpu_s;
+  const double baseN_cpu = modes[0].concurrent_tokens / modes[0].concurrent_cpu_s;
   std::string json = "{\"tokens\": " + std::to_string(a.tokens) + ", \"rounds\": " +
                      std::to_string(a.rounds) + ", \"k\": " + std::to_string(a.k) +
                      ", \"max_batch\": " + std::to_string(a.max_batch) + ", \"streams\": " +
                      std::to_string(a.streams) + ", \"prompts\": " +
                      std::to_string(prompts.size()) + ", \"modes\": {";
-  std::printf("%-9s %12s %8s %14s %8s %11s %10s\n", "mode", "1-stream t/s", "ratio",
+  std::printf("%-9s %12s %8s %14s %8s %11s %10s   (wall; then CPU-time ratios 1 / N streams)\n", "mode", "1-stream t/s", "ratio",
               (std::to_string(a.streams) + "-stream t/s").c_str(), "ratio", "acceptance",
               "mismatch");
   for (size_t i = 0; i < modes.size(); ++i) {
@@ -326,16 +342,21 @@ int main(int argc, char** argv) {
     const double accepted = static_cast<double>(s.accepted_tokens - acc0[i]);
     const double rate = drafted > 0 ? accepted / drafted : 0;
     const double t1 = m.single_tokens / m.single_s, tn = m.concurrent_tokens / m.concurrent_s;
-    std::printf("%-9s %12.1f %8.2f %14.1f %8.2f %11.3f %10d\n", m.name.c_str(), t1, t1 / base1,
-                tn, tn / baseN, rate, m.mismatches);
+    const double c1 = m.single_tokens / m.single_cpu_s, cn = m.concurrent_tokens / m.concurrent_cpu_s;
+    std::printf("%-9s %12.1f %8.2f %14.1f %8.2f %11.3f %10d   cpu ratios %.2f / %.2f\n",
+                m.name.c_str(), t1, t1 / base1, tn, tn / baseN, rate, m.mismatches, c1 / base1_cpu,
+                cn / baseN_cpu);
     char buf[512];
     std::snprintf(buf, sizeof(buf),
                   "%s\"%s\": {\"single_tokens_per_s\": %.2f, \"single_ratio\": %.3f, "
                   "\"concurrent_tokens_per_s\": %.2f, \"concurrent_ratio\": %.3f, "
                   "\"draft_tokens\": %.0f, \"accepted_tokens\": %.0f, \"acceptance_rate\": %.4f, "
-                  "\"output_mismatches\": %d}",
+                  "\"output_mismatches\": %d, \"single_tokens_per_cpu_s\": %.2f, "
+                  "\"single_cpu_ratio\": %.3f, \"concurrent_tokens_per_cpu_s\": %.2f, "
+                  "\"concurrent_cpu_ratio\": %.3f, \"concurrent_draft_tokens\": %lld}",
                   i ? ", " : "", m.name.c_str(), t1, t1 / base1, tn, tn / baseN, drafted,
-                  accepted, rate, m.mismatches);
+                  accepted, rate, m.mismatches, c1, c1 / base1_cpu, cn, cn / baseN_cpu,
+                  static_cast<long long>(m.concurrent_drafts));
     json += buf;
   }
   json += "}}\n";
