@@ -69,7 +69,7 @@ run: build
 # Jane Austen tiny-llama, trained on 2 threads in a few minutes); gen-models-large the random
 # ~110M/350M benchmark models. A rerun with everything present does nothing.
 GEN_MODELS ?= $(BUILD)/models/gen
-GEN_SMALL = test-llama test-gpt2 tiny-llama
+GEN_SMALL = test-llama test-gpt2 tiny-llama tiny-llama-draft
 GEN_LARGE = llama-110m gpt2-110m llama-350m
 gen-models: deps
 	@for m in $(GEN_SMALL); do [ -f $(GEN_MODELS)/$$m/config.json ] || { \

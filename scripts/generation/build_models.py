@@ -4,8 +4,9 @@
     /usr/bin/python3 scripts/generation/build_models.py --out build/models/gen [--large]
         [--only NAME ...] [--force] [--no-verify]
 
-Small set (default): test-llama, test-gpt2 (random, ~1M params, for unit tests) and tiny-llama
-(trained on Jane Austen by train.py, a few minutes on 2 threads). --large adds the random
+Small set (default): test-llama, test-gpt2 (random, ~1M params, for unit tests), tiny-llama
+(trained on Jane Austen by train.py, a few minutes on 2 threads) and tiny-llama-draft (its
+speculative-decoding draft, ~8x smaller, distilled from it by train.py's train_draft). --large adds the random
 benchmark models llama-110m, gpt2-110m and llama-350m (and skips the small ones unless --only
 names them). Each folder OUT/NAME holds model.onnx, config.json, weights.npz, tokenizer.model and,
 for the small models, reference.json; it is built in OUT/NAME.tmp and renamed when complete, so
@@ -53,7 +54,7 @@ LARGE = {
     "gpt2-110m": ("gpt2", 32000, 768, 12, 12, 12, 3072, 1024),
     "llama-350m": ("llama", 32000, 1024, 24, 16, 8, 2816, 2048),
 }
-TRAINED = ("tiny-llama",)
+TRAINED = ("tiny-llama", "tiny-llama-draft")  # in this order: the draft distills tiny-llama
 # Smallest top-1/top-2 logit gap over a reference prompt's greedy steps (tiny-llama's logits
 # are O(10); FP32 engines differ by ~1e-5 there).
 MIN_MARGIN = 1e-3
@@ -240,6 +241,19 @@ def build_trained(out, name, sp_path, verify):
     write_folder(out, name, model, cfg, sp_bytes, ref, verify)
 
 
+def build_draft(out, name, sp_path, verify):
+    """tiny-llama-draft: distilled from OUT/tiny-llama (built first); same tokenizer file."""
+    import train
+    target = os.path.join(out, "tiny-llama")
+    teacher = models.load_model(target)
+    model, cfg, report = train.train_draft(sp_path, teacher)
+    with open(os.path.join(target, "tokenizer.model"), "rb") as f:
+        sp_bytes = f.read()
+    ref = reference(model, [[tok.BOS_ID]], 8)
+    ref["training"] = report
+    write_folder(out, name, model, cfg, sp_bytes, ref, verify)
+
+
 def hash_name(name):
     return sum(ord(c) * (i + 1) for i, c in enumerate(name)) % 1000
 
@@ -265,7 +279,9 @@ def main():
         return
     sp_path = tok.shared_tokenizer(os.path.join(a.out, "_tokenizer"))
     for name in todo:
-        if name in TRAINED:
+        if name == "tiny-llama-draft":
+            build_draft(a.out, name, sp_path, not a.no_verify)
+        elif name in TRAINED:
             build_trained(a.out, name, sp_path, not a.no_verify)
         else:
             spec = SMALL.get(name) or LARGE[name]

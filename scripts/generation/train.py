@@ -42,6 +42,15 @@ STEPS = 300
 LR, WARMUP, MIN_LR_FRACTION = 3e-3, 20, 0.1
 MAX_SECONDS = 480  # a cap for loaded machines: the step bound comes first on 2 idle cores
 NUM_PROMPTS = 16
+# tiny-llama-draft, the speculative-decoding draft of tiny-llama (train_draft): ~8x fewer
+# parameters (0.30M: the 2048-piece embedding and head are most of it), same tokenizer, trained
+# by distillation from tiny-llama's next-token distributions (KL), which is what the acceptance
+# rate rewards, plus a little of the corpus loss.
+DRAFT_SHAPE = dict(hidden_size=64, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=128)
+DRAFT_STEPS = 300
+DRAFT_LR = 1e-2
+DRAFT_MAX_SECONDS = 240
+DRAFT_CE_WEIGHT = 0.1
 
 
 def token_streams(sp):
@@ -150,6 +159,81 @@ def train_tiny_llama(sp_path, steps=None, log=print):
         (done, seconds, eval_loss, math.exp(eval_loss)))
     log("  sample: %r -> %r" % (report["sample_prompt"], report["sample_greedy"]))
     return model, cfg, prompts, report
+
+
+def distill_loss(student, teacher, x):
+    """KL(teacher || student) per token + DRAFT_CE_WEIGHT * the corpus cross entropy."""
+    ids, target = x[:, :-1], x[:, 1:]
+    b, s = ids.shape
+    mask = torch.ones((b, s), dtype=torch.int64)
+    pos = torch.arange(s)[None, :].expand(b, s)
+    with torch.no_grad():
+        t_logits, _ = teacher(ids, mask, pos, models.empty_past(teacher.config, b))
+        t_logp = torch.log_softmax(t_logits, -1)
+    s_logits, _ = student(ids, mask, pos, models.empty_past(student.config, b))
+    s_logp = torch.log_softmax(s_logits, -1)
+    kl = (t_logp.exp() * (t_logp - s_logp)).sum(-1).mean()
+    ce = torch.nn.functional.cross_entropy(s_logits.reshape(-1, s_logits.shape[-1]),
+                                           target.reshape(-1))
+    return kl + DRAFT_CE_WEIGHT * ce, kl
+
+
+@torch.no_grad()
+def greedy_agreement(student, teacher, held, bos):
+    """Fraction of held-out positions where the draft's argmax equals the target's (the greedy
+    acceptance rate of one draft token on real text)."""
+    starts = list(range(0, len(held) - SEQ_LEN, SEQ_LEN))[:32]
+    x = batch_of(held, starts, bos)[:, :-1]
+    b, s = x.shape
+    mask = torch.ones((b, s), dtype=torch.int64)
+    pos = torch.arange(s)[None, :].expand(b, s)
+    t, _ = teacher(x, mask, pos, models.empty_past(teacher.config, b))
+    d, _ = student(x, mask, pos, models.empty_past(student.config, b))
+    return float((t.argmax(-1) == d.argmax(-1)).float().mean())
+
+
+def train_draft(sp_path, teacher, steps=DRAFT_STEPS, log=print):
+    """The draft of `teacher` (tiny-llama, eval mode): returns (model, config, report). Same
+    budget rule as train_tiny_llama: DRAFT_STEPS or DRAFT_MAX_SECONDS, whichever comes first."""
+    torch.manual_seed(SEED + 1)
+    sp = spm.SentencePieceProcessor(model_file=sp_path)
+    train, held = token_streams(sp)
+    cfg = models.make_config("llama", sp.vocab_size(), max_positions=MAX_POSITIONS,
+                             bos_token_id=sp.bos_id(), eos_token_id=sp.eos_id(), **DRAFT_SHAPE)
+    model = models.init_random(models.build_model(cfg), SEED + 1)
+    opt = optimizer_of(model)
+    g = np.random.default_rng(SEED + 1)
+    bos = sp.bos_id()
+    t0, done, kl = time.time(), 0, float("nan")
+    model.train()
+    for step in range(steps):
+        progress = max(step / steps, (time.time() - t0) / DRAFT_MAX_SECONDS)
+        if progress >= 1.0:
+            log("  stopping at step %d: %ds reached" % (step, DRAFT_MAX_SECONDS))
+            break
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, progress) * DRAFT_LR / LR
+        x = batch_of(train, g.integers(0, len(train) - SEQ_LEN, BATCH), bos)
+        loss_t, kl_t = distill_loss(model, teacher, x)
+        opt.zero_grad(set_to_none=True)
+        loss_t.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        kl, done = float(kl_t), step + 1
+        if step % 20 == 0 or step == steps - 1:
+            log("  draft step %d/%d kl %.3f (%.0fs)" % (step, steps, kl, time.time() - t0))
+    model.eval()
+    agreement = greedy_agreement(model, teacher, held, bos)
+    report = {
+        "steps": done, "planned_steps": steps, "seconds": round(time.time() - t0, 1),
+        "final_train_kl": round(kl, 4), "held_out_loss": round(held_out_loss(model, held, bos), 4),
+        "held_out_greedy_agreement": round(agreement, 4),
+        "params": sum(p.numel() for p in model.parameters()),
+        "target_params": sum(p.numel() for p in teacher.parameters()),
+    }
+    log("  draft: %d params (target %d), held-out greedy agreement with the target %.3f" %
+        (report["params"], report["target_params"], agreement))
+    return model, cfg, report
 
 
 def main():

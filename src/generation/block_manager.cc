@@ -117,6 +117,17 @@ bool BlockManager::Allocate(int64_t seq_id, int64_t num_tokens) {
   return true;
 }
 
+void BlockManager::Truncate(int64_t seq_id, int64_t num_tokens) {
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return;
+  SeqBlocks& seq = it->second;
+  const size_t keep = static_cast<size_t>(std::max(BlocksFor(num_tokens), seq.num_committed));
+  while (seq.table.size() > keep) {
+    Release(seq.table.back());
+    seq.table.pop_back();
+  }
+}
+
 void BlockManager::CommitFullBlocks(int64_t seq_id, std::span<const int32_t> tokens,
                                     int64_t num_computed) {
   if (!prefix_caching_) return;

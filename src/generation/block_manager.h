@@ -63,6 +63,10 @@ class BlockManager {
   // Grows `seq_id`'s table to cover `num_tokens` tokens. Returns false (changing nothing) when the
   // pool has too few available blocks.
   bool Allocate(int64_t seq_id, int64_t num_tokens);
+  // Shrinks `seq_id`'s table to the blocks `num_tokens` tokens need, releasing the rest (last
+  // first): a speculative step's rejected draft tokens give back the blocks reserved for them.
+  // Only uncommitted blocks may go (num_tokens covers every committed block).
+  void Truncate(int64_t seq_id, int64_t num_tokens);
   // Registers the blocks of `seq_id` that are full within the first `num_computed` of `tokens`
   // (the sequence's tokens; their K/V computed) in the prefix cache. Cheap when nothing changed.
   void CommitFullBlocks(int64_t seq_id, std::span<const int32_t> tokens, int64_t num_computed);

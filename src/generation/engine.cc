@@ -33,6 +33,10 @@ struct GenerationEngine::Request {
         sampler(SamplerOptions{params.temperature, params.top_k, params.top_p,
                                params.frequency_penalty, params.presence_penalty, params.logprobs},
                 params.seed.value_or(seed)),
+        // The draft's distribution q: the request's temperature and filters, no penalties (any
+        // q keeps the output exact; the closer to p, the more drafts are kept).
+        draft_sampler(SamplerOptions{params.temperature, params.top_k, params.top_p, 0, 0, -1},
+                      MixSeed(params.seed.value_or(seed) ^ 0x5eedd4af7ull)),
         decoder(tokenizer, prompt),
         stop(params.stop),
         arrival(now) {}
@@ -42,6 +46,8 @@ struct GenerationEngine::Request {
   SamplingParams params;
   std::function<void(const GenerationEvent&)> on_event;
   Sampler sampler;
+  Sampler draft_sampler;   // speculative: draws the drafts (and the n-gram acceptance uniforms)
+  int spec_k = 0;          // speculative: this sequence's current k (0: not yet set)
   IncrementalDecoder decoder;
   StopStringFilter stop;
   int64_t seq_id = 0;
@@ -54,8 +60,10 @@ struct GenerationEngine::Request {
 
 GenerationEngine::GenerationEngine(std::unique_ptr<ModelRunner> runner,
                                    std::unique_ptr<Tokenizer> tokenizer,
-                                   const EngineOptions& options, Clock* clock)
+                                   const EngineOptions& options, Clock* clock,
+                                   std::unique_ptr<ModelRunner> draft)
     : runner_(std::move(runner)),
+      draft_(std::move(draft)),
       tokenizer_(std::move(tokenizer)),
       options_(options),
       clock_(clock),
@@ -76,7 +84,7 @@ GenerationEngine::GenerationEngine(std::unique_ptr<ModelRunner> runner,
 
 StatusOr<std::unique_ptr<GenerationEngine>> GenerationEngine::Create(
     std::unique_ptr<ModelRunner> runner, std::unique_ptr<Tokenizer> tokenizer,
-    const EngineOptions& options, Clock* clock) {
+    const EngineOptions& options, Clock* clock, std::unique_ptr<ModelRunner> draft) {
   if (runner == nullptr) return InvalidArgument("generation engine: no model runner");
   if (tokenizer == nullptr) return InvalidArgument("generation engine: no tokenizer");
   if (clock == nullptr) return InvalidArgument("generation engine: no clock");
@@ -97,8 +105,38 @@ StatusOr<std::unique_ptr<GenerationEngine>> GenerationEngine::Create(
     return InvalidArgument("tokenizer has {} pieces, more than the model's vocab_size {}",
                            tokenizer->vocab_size(), config.vocab_size);
   }
-  return std::unique_ptr<GenerationEngine>(
-      new GenerationEngine(std::move(runner), std::move(tokenizer), options, clock));
+  RETURN_IF_ERROR(CheckDraft(*runner, draft.get(), options.speculative));
+  return std::unique_ptr<GenerationEngine>(new GenerationEngine(
+      std::move(runner), std::move(tokenizer), options, clock, std::move(draft)));
+}
+
+Status GenerationEngine::CheckDraft(const ModelRunner& runner, const ModelRunner* draft,
+                                    const SpeculativeOptions& options) {
+  if (options.method == DraftMethod::kNone) {
+    if (draft != nullptr) return InvalidArgument("a draft runner without speculative decoding");
+    return Status::Ok();
+  }
+  RETURN_IF_ERROR(ValidateSpeculativeOptions(options).WithContext("speculative decoding"));
+  if (options.method == DraftMethod::kNgram) {
+    if (draft != nullptr) return InvalidArgument("n-gram speculative decoding takes no draft runner");
+    return Status::Ok();
+  }
+  if (draft == nullptr) return InvalidArgument("speculative decoding with a draft model: no draft");
+  const DecoderConfig& t = runner.config();
+  const DecoderConfig& d = draft->config();
+  if (d.vocab_size != t.vocab_size) {
+    return InvalidArgument("the draft model's vocab_size {} differs from the target's {}",
+                           d.vocab_size, t.vocab_size);
+  }
+  if (draft->block_size() != runner.block_size() || draft->num_blocks() < runner.num_blocks() ||
+      d.max_context < t.max_context) {
+    return InvalidArgument(
+        "the draft's KV pool ({} blocks of {}, context {}) cannot mirror the target's ({} of "
+        "{}, context {})",
+        draft->num_blocks(), draft->block_size(), d.max_context, runner.num_blocks(),
+        runner.block_size(), t.max_context);
+  }
+  return Status::Ok();
 }
 
 GenerationEngine::~GenerationEngine() {
@@ -214,6 +252,8 @@ void GenerationEngine::PublishStats() {
   stats_.preemptions = scheduler_.num_preemptions();
   stats_.prompt_tokens = prompt_tokens_;
   stats_.generated_tokens = generated_tokens_;
+  stats_.draft_tokens = draft_tokens_;
+  stats_.accepted_tokens = accepted_tokens_;
 }
 
 void GenerationEngine::Admit(std::unique_ptr<Request> request) {
@@ -280,15 +320,29 @@ void GenerationEngine::Step() {
     }
     return;
   }
-  const std::vector<SequenceChunk> chunks = scheduler_.RunnerChunks(plan);
+  std::vector<Speculation> specs = PlanSpeculation(plan);
+  if (Status s = RunDraft(specs); !s.ok()) {
+    FailStep(plan, s.WithContext("draft model step"));
+    return;
+  }
+  std::vector<SequenceChunk> chunks = scheduler_.RunnerChunks(plan);
+  std::vector<Speculation*> spec_of(chunks.size(), nullptr);
+  for (Speculation& spec : specs) {
+    SequenceChunk& c = chunks[spec.chunk];
+    c.tokens = spec.tokens;
+    c.all_logits = true;
+    spec_of[spec.chunk] = &spec;
+  }
   int64_t rows = 0;
-  for (const SequenceChunk& c : chunks) rows += c.need_logits;
+  for (const SequenceChunk& c : chunks) {
+    rows += c.all_logits ? static_cast<int64_t>(c.tokens.size()) : c.need_logits;
+  }
   Tensor logits;
   Status status = runner_->Step(chunks, &logits);
   const int64_t vocab = config().vocab_size;
   if (status.ok() && (logits.dtype() != DataType::kFloat32 || logits.rank() != 2 ||
                       logits.dim(0) != rows || logits.dim(1) != vocab)) {
-    status = Internal("model runner returned logits {} for {} sequences of vocab {}",
+    status = Internal("model runner returned logits {} for {} rows of vocab {}",
                       ShapeToString(logits.shape()), rows, vocab);
   }
   if (!status.ok()) {
@@ -298,9 +352,15 @@ void GenerationEngine::Step() {
   scheduler_.CompleteStep(plan);
   const Clock::TimePoint now = clock_->Now();
   int64_t row = 0;
-  for (const ScheduledChunk& c : plan.chunks) {
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const ScheduledChunk& c = plan.chunks[i];
+    const float* values = logits.data<float>() + row * vocab;
+    if (spec_of[i] != nullptr) {
+      row += static_cast<int64_t>(spec_of[i]->tokens.size());
+      Verify(*spec_of[i], values, now);
+      continue;
+    }
     if (!c.need_logits) continue;
-    std::span<const float> values(logits.data<float>() + row * vocab, static_cast<size_t>(vocab));
     ++row;
     Request& request = *requests_.at(c.seq->id);
     std::span<const uint64_t> allowed;  // constrained output: this state's token mask
@@ -314,12 +374,154 @@ void GenerationEngine::Step() {
         continue;
       }
     }
-    const SampleResult sample = request.sampler.Sample(values, allowed);
+    const SampleResult sample = request.sampler.Sample({values, static_cast<size_t>(vocab)}, allowed);
     if (request.constraint != nullptr) {
       request.constraint_state = request.constraint->Next(request.constraint_state, sample.token);
     }
     OnToken(request, sample, now);
   }
+}
+
+std::vector<GenerationEngine::Speculation> GenerationEngine::PlanSpeculation(
+    const ScheduleResult& plan) {
+  const SpeculativeOptions& so = options_.speculative;
+  std::vector<Speculation> specs;
+  if (so.method == DraftMethod::kNone) return specs;
+  int decodes = 0;
+  for (const ScheduledChunk& c : plan.chunks) decodes += c.need_logits && c.num_tokens == 1;
+  if (decodes == 0 || decodes > so.max_batch) return specs;
+  // Draft tokens only take what the scheduled chunks left of the step's token budget.
+  int64_t budget = options_.max_num_batched_tokens - plan.num_tokens;
+  const int64_t context = config().max_context;
+  for (size_t i = 0; i < plan.chunks.size() && budget > 0; ++i) {
+    const ScheduledChunk& c = plan.chunks[i];
+    if (!c.need_logits || c.num_tokens != 1) continue;
+    Request& request = *requests_.at(c.seq->id);
+    // Constrained output is not speculated: drafts would have to be masked state by state.
+    if (request.constraint != nullptr) continue;
+    if (request.spec_k == 0) request.spec_k = so.num_speculative_tokens;
+    const int64_t n = static_cast<int64_t>(c.seq->tokens.size());
+    // A step yields at most k + 1 tokens: no drafts past max_tokens or the context.
+    int64_t k = std::min<int64_t>({request.spec_k, budget,
+                                   request.params.max_tokens - request.completion_tokens - 1,
+                                   context - n});
+    if (k < 1) continue;
+    Speculation spec{i, c.seq, {c.seq->tokens.back()}, {}, so.method == DraftMethod::kModel};
+    if (so.method == DraftMethod::kNgram || so.prompt_lookup) {
+      std::vector<int32_t> d = PromptLookup(c.seq->tokens, static_cast<int>(k), so.ngram_max,
+                                            so.ngram_min);
+      if (!d.empty()) {
+        k = static_cast<int64_t>(d.size());
+        spec.tokens.insert(spec.tokens.end(), d.begin(), d.end());
+        spec.from_model = false;
+      } else if (so.method == DraftMethod::kNgram) {
+        continue;
+      }
+    }
+    if (!scheduler_.ReserveLookahead(c.seq, n + k)) continue;
+    spec.tokens.resize(static_cast<size_t>(k) + 1);  // kModel: drafts filled by RunDraft
+    budget -= k;
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+Status GenerationEngine::RunDraft(std::vector<Speculation>& specs) {
+  if (specs.empty() || options_.speculative.method != DraftMethod::kModel) return Status::Ok();
+  const int64_t vocab = config().vocab_size;
+  size_t max_k = 0;
+  for (const Speculation& s : specs) {
+    if (s.from_model) max_k = std::max(max_k, s.tokens.size() - 1);
+  }
+  // Round j (1-based) computes draft token j of every sequence with k >= j; round 1 also catches
+  // the draft's cache up with the tokens it has not seen (the prompt, or the last round's kept
+  // tokens).
+  for (size_t j = 1; j <= max_k; ++j) {
+    std::vector<SequenceChunk> chunks;
+    std::vector<Speculation*> in_round;
+    for (Speculation& s : specs) {
+      if (!s.from_model || s.tokens.size() - 1 < j) continue;
+      const int64_t n = static_cast<int64_t>(s.seq->tokens.size());
+      SequenceChunk c{s.seq->id, {}, 0, scheduler_.blocks().BlockTable(s.seq->id), true};
+      if (j == 1) {
+        c.start_position = std::min(s.seq->draft_computed, n - 1);
+        c.tokens = std::span<const int32_t>(s.seq->tokens).subspan(
+            static_cast<size_t>(c.start_position));
+      } else {
+        c.start_position = n + static_cast<int64_t>(j) - 2;
+        c.tokens = std::span<const int32_t>(s.tokens).subspan(j - 1, 1);
+      }
+      chunks.push_back(c);
+      in_round.push_back(&s);
+    }
+    if (chunks.empty()) break;
+    Tensor logits;
+    RETURN_IF_ERROR(draft_->Step(chunks, &logits));
+    if (logits.rank() != 2 || logits.dim(0) != static_cast<int64_t>(chunks.size()) ||
+        logits.dim(1) != vocab) {
+      return Internal("draft runner returned logits {} for {} sequences",
+                      ShapeToString(logits.shape()), chunks.size());
+    }
+    for (size_t r = 0; r < in_round.size(); ++r) {
+      Speculation& s = *in_round[r];
+      std::span<const float> row(logits.data<float>() + r * vocab, static_cast<size_t>(vocab));
+      Request& request = *requests_.at(s.seq->id);
+      if (request.params.temperature == 0) {
+        s.tokens[j] = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+      } else {
+        s.q.push_back(request.draft_sampler.Probabilities(row));
+        s.tokens[j] = DrawFrom(s.q.back(), request.draft_sampler.NextUniform());
+      }
+      if (j == s.tokens.size() - 1) {
+        s.seq->draft_computed = static_cast<int64_t>(s.seq->tokens.size()) + j - 1;
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+void GenerationEngine::Verify(Speculation& spec, const float* rows, Clock::TimePoint now) {
+  const int64_t seq_id = spec.seq->id;
+  const size_t vocab = static_cast<size_t>(config().vocab_size);
+  const int k = static_cast<int>(spec.tokens.size()) - 1;
+  const int64_t n = static_cast<int64_t>(spec.seq->tokens.size());
+  Request& request = *requests_.at(seq_id);
+  const bool greedy = request.params.temperature == 0;
+  int accepted = 0;
+  bool finished = false;
+  for (int i = 0; i <= k && !finished; ++i) {
+    std::span<const float> row(rows + static_cast<size_t>(i) * vocab, vocab);
+    bool keep_going = false;
+    SampleResult result;
+    if (i == k) {
+      result = request.sampler.Sample(row);  // every draft kept: the target's own next token
+    } else if (greedy) {
+      result = request.sampler.Sample(row);  // argmax after penalties, as without speculation
+      keep_going = result.token == spec.tokens[i + 1];
+    } else {
+      const std::vector<float> p = request.sampler.Probabilities(row);
+      std::span<const float> q;
+      if (!spec.q.empty()) q = spec.q[static_cast<size_t>(i)];
+      Sampler& u = request.sampler;
+      const double u_accept = u.NextUniform(), u_resample = u.NextUniform();
+      const Verdict v = RejectionSample(p, q, spec.tokens[i + 1], u_accept, u_resample);
+      result = request.sampler.Take(v.token, row);
+      keep_going = v.accepted;
+    }
+    OnToken(request, result, now);
+    finished = !requests_.contains(seq_id);  // EOS, a stop string or max_tokens
+    if (keep_going) ++accepted; else break;
+  }
+  draft_tokens_ += k;
+  accepted_tokens_ += accepted;
+  if (finished) return;
+  if (options_.speculative.adaptive) {
+    request.spec_k = AdaptSpeculativeLength(request.spec_k, k, accepted,
+                                            options_.speculative.num_speculative_tokens);
+  }
+  scheduler_.AcceptSpeculated(spec.seq, accepted);
+  // The draft saw [last token, d_1..d_{k-1}]: valid up to the last kept draft.
+  spec.seq->draft_computed = std::min(spec.seq->draft_computed, n + accepted);
 }
 
 void GenerationEngine::OnToken(Request& request, const SampleResult& sample, Clock::TimePoint now) {

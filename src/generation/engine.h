@@ -41,6 +41,7 @@
 #include "generation/model_runner.h"
 #include "generation/sampler.h"
 #include "generation/scheduler.h"
+#include "generation/speculative.h"
 #include "generation/stop_strings.h"
 #include "generation/tokenizer.h"
 
@@ -74,18 +75,36 @@ struct GenerationEvent {               // delivered in order, on the engine thre
   int prompt_tokens = 0, completion_tokens = 0, cached_prompt_tokens = 0;
 };
 struct EngineOptions { int max_num_seqs = 64; int max_num_batched_tokens = 512;
-  bool enable_prefix_caching = true; bool chunked_prefill = true; };
+  bool enable_prefix_caching = true; bool chunked_prefill = true;
+  SpeculativeOptions speculative;  // method kModel needs the draft runner in Create
+};
 struct EngineStats { int running, waiting; int64_t kv_blocks_used, kv_blocks_total;
-  int64_t prefix_queries, prefix_hits /* tokens */, preemptions, prompt_tokens, generated_tokens; };
+  int64_t prefix_queries, prefix_hits /* tokens */, preemptions, prompt_tokens, generated_tokens;
+  int64_t draft_tokens, accepted_tokens;  // speculative: proposed, and kept by the target
+};
 // (prefix_queries counts tokens too: those of every admission, recomputations included;
 // running/waiting are sequences; the counters are totals since Create.)
+//
+// Speculative decoding (options.speculative, speculative.h): in a step with at most max_batch
+// decoding sequences, each of them gets up to k draft tokens (its own k, adapted to its recent
+// acceptance; never past max_tokens or the context, and only from the token budget the step's
+// chunks left), drafted by the draft runner (k batched steps over the speculating sequences; its
+// KV pool is addressed by the same block tables) or by prompt lookup. The target then runs each
+// one's [last token, drafts] as one chunk with logits for every row, keeps the agreeing prefix
+// plus one token, and rolls the rest back (Scheduler::AcceptSpeculated). Greedy output equals
+// non-speculative output; sampled output has the same distribution (a seed then reproduces a
+// request only under the same speculation schedule, which depends on the batch).
 
 class GenerationEngine {
  public:
   // INVALID_ARGUMENT for a missing runner/tokenizer, options out of range, or a tokenizer with
   // more pieces than the model's vocabulary. Starts the step thread.
+  // With options.speculative.method kModel, `draft` is the draft model's runner: same vocabulary
+  // and block size, at least as many blocks and as long a context as `runner` (else
+  // INVALID_ARGUMENT); otherwise it must be null.
   static StatusOr<std::unique_ptr<GenerationEngine>> Create(std::unique_ptr<ModelRunner> runner,
-      std::unique_ptr<Tokenizer> tokenizer, const EngineOptions& options, Clock* clock);
+      std::unique_ptr<Tokenizer> tokenizer, const EngineOptions& options, Clock* clock,
+      std::unique_ptr<ModelRunner> draft = nullptr);
   // INVALID_ARGUMENT (clear message) for a prompt longer than the context, bad params, duplicate
   // id; otherwise on_event is called until an event with finished == true.
   Status Submit(GenerationRequest request, std::function<void(const GenerationEvent&)> on_event)
@@ -109,19 +128,36 @@ class GenerationEngine {
 
  private:
   struct Request;  // one request's step-thread state (engine.cc)
+  struct Speculation {  // one sequence's drafts in this step
+    size_t chunk;                   // index in the plan's chunks (a decode)
+    Sequence* seq;
+    std::vector<int32_t> tokens;    // the verification chunk: last token, then the drafts
+    std::vector<std::vector<float>> q;  // per draft, the distribution it was drawn from
+                                        // (sampling with a draft model; else none: one-hot)
+    bool from_model = false;            // drafted by the draft model (else prompt lookup)
+  };
 
   GenerationEngine(std::unique_ptr<ModelRunner> runner, std::unique_ptr<Tokenizer> tokenizer,
-                   const EngineOptions& options, Clock* clock);
+                   const EngineOptions& options, Clock* clock, std::unique_ptr<ModelRunner> draft);
+  static Status CheckDraft(const ModelRunner& runner, const ModelRunner* draft,
+                           const SpeculativeOptions& options);
   Status Validate(const GenerationRequest& request) const;
   void Loop() EXCLUDES(mu_);
   void Admit(std::unique_ptr<Request> request);
   void Step();
   void FailStep(const ScheduleResult& plan, const Status& error);
   void OnToken(Request& request, const SampleResult& sample, Clock::TimePoint now);
+  // Speculative decoding: which decodes of `plan` speculate, with their blocks reserved.
+  std::vector<Speculation> PlanSpeculation(const ScheduleResult& plan);
+  // Fills each speculation's drafts (draft model: batched rounds; n-gram: in PlanSpeculation).
+  Status RunDraft(std::vector<Speculation>& specs);
+  // Verifies one sequence's drafts against the target's rows (tokens.size() of them).
+  void Verify(Speculation& spec, const float* rows, Clock::TimePoint now);
   void Finish(Request& request, GenerationEvent event, std::string reason) EXCLUDES(mu_);
   void PublishStats() EXCLUDES(mu_);
 
   const std::unique_ptr<ModelRunner> runner_;
+  const std::unique_ptr<ModelRunner> draft_;  // speculative kModel only
   const std::unique_ptr<Tokenizer> tokenizer_;
   const EngineOptions options_;
   Clock* const clock_;
@@ -147,6 +183,7 @@ class GenerationEngine {
   std::unordered_map<std::string, int64_t> seq_of_;                   // request id -> seq id
   int64_t next_seq_id_ = 1;
   int64_t prompt_tokens_ = 0, generated_tokens_ = 0;
+  int64_t draft_tokens_ = 0, accepted_tokens_ = 0;
 
   std::thread thread_;   // last: starts after everything above exists
 };

@@ -181,7 +181,11 @@ std::vector<std::pair<std::string, Tensor>> PagedModelRunner::StepInputs(
     for (int64_t b = 0; b < (ctx + block_size_ - 1) / block_size_; ++b) {
       tables.data<int64_t>()[s * max_blocks + b] = c.block_table[b];
     }
-    if (c.need_logits) rows->push_back(t - 1);
+    if (c.all_logits) {
+      for (int64_t r = t - static_cast<int64_t>(c.tokens.size()); r < t; ++r) rows->push_back(r);
+    } else if (c.need_logits) {
+      rows->push_back(t - 1);
+    }
   }
   starts.data<int64_t>()[num_seqs] = t;
   std::vector<std::pair<std::string, Tensor>> in = {

@@ -72,6 +72,10 @@ struct SequenceChunk {  // one sequence's share of a step
   int64_t start_position;           // position of tokens[0] = tokens already in the cache
   std::span<const int32_t> block_table;  // covers positions [0, start_position + tokens.size())
   bool need_logits;                      // return logits of the chunk's last token
+  // Return logits of every token of the chunk (tokens.size() rows, in order; need_logits is then
+  // implied): a speculative verification, whose k draft tokens and the token before them each
+  // need the target's next-token distribution.
+  bool all_logits = false;
 };
 
 class ModelRunner {
@@ -80,8 +84,8 @@ class ModelRunner {
   virtual const DecoderConfig& config() const = 0;
   virtual int block_size() const = 0;
   virtual int num_blocks() const = 0;
-  // Runs one step over all chunks; logits: float32 [number of chunks with need_logits, vocab],
-  // in chunk order. INVALID_ARGUMENT (nothing run) for no chunks, an empty chunk, a token outside
+  // Runs one step over all chunks; logits: float32 [rows, vocab], in chunk order, where a chunk
+  // contributes tokens.size() rows with all_logits, else one row with need_logits, else none. INVALID_ARGUMENT (nothing run) for no chunks, an empty chunk, a token outside
   // the vocabulary, a position past max_context, a block table too short or naming a block
   // outside 0..num_blocks-1. Errors leave the cache contents of the step's slots undefined only.
   virtual Status Step(std::span<const SequenceChunk> chunks, Tensor* logits) = 0;

@@ -120,4 +120,51 @@ SampleResult Sampler::Sample(std::span<const float> logits, std::span<const uint
   return result;
 }
 
+std::vector<float> Sampler::Probabilities(std::span<const float> logits) const {
+  std::vector<float> adjusted(logits.begin(), logits.end());
+  ApplyPenalties(adjusted);
+  const size_t vocab = adjusted.size();
+  std::vector<float> probs(vocab, 0.0f);
+  if (options_.temperature == 0) {
+    probs[Argmax(adjusted)] = 1;
+    return probs;
+  }
+  // The same support and weights as Draw(): candidates by decreasing logit (ties by id), top-k,
+  // then the smallest prefix reaching top_p of the remaining mass.
+  const double inv_t = 1.0 / options_.temperature;
+  const float max_logit = *std::max_element(adjusted.begin(), adjusted.end());
+  std::vector<double> weight(vocab);
+  for (size_t t = 0; t < vocab; ++t) weight[t] = std::exp((adjusted[t] - max_logit) * inv_t);
+  std::vector<int32_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  size_t keep = vocab;
+  if ((options_.top_k > 0 && static_cast<size_t>(options_.top_k) < vocab) ||
+      options_.top_p < 1.0f) {
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return adjusted[a] > adjusted[b] || (adjusted[a] == adjusted[b] && a < b);
+    });
+    if (options_.top_k > 0) keep = std::min(keep, static_cast<size_t>(options_.top_k));
+  }
+  double mass = 0;
+  for (size_t i = 0; i < keep; ++i) mass += weight[order[i]];
+  if (options_.top_p < 1.0f) {
+    double cumulative = 0;
+    size_t n = 0;
+    while (n < keep && cumulative < options_.top_p * mass) cumulative += weight[order[n++]];
+    keep = std::max<size_t>(n, 1);
+    mass = 0;
+    for (size_t i = 0; i < keep; ++i) mass += weight[order[i]];
+  }
+  for (size_t i = 0; i < keep; ++i) probs[order[i]] = static_cast<float>(weight[order[i]] / mass);
+  return probs;
+}
+
+SampleResult Sampler::Take(int32_t token, std::span<const float> logits) {
+  SampleResult result;
+  result.token = token;
+  if (options_.logprobs >= 0) FillLogprobs(logits, &result);
+  ++counts_[token];
+  return result;
+}
+
 }  // namespace inferd::gen

@@ -50,6 +50,17 @@ class Sampler {
   // guarantees at least one allowed token. Logprobs still describe the raw model logits.
   SampleResult Sample(std::span<const float> logits, std::span<const uint64_t> allowed = {});
 
+  // Speculative decoding (speculative.h; these three are its only hooks here):
+  // The distribution Sample() would draw the next token from (vocab entries summing to 1):
+  // penalties on the tokens recorded so far, then temperature/top-k/top-p as above; temperature
+  // 0 gives one-hot at the argmax. Draws nothing, records nothing.
+  std::vector<float> Probabilities(std::span<const float> logits) const;
+  // Records `token`, chosen outside Sample() (a kept draft or a resampled token), for the
+  // penalties and returns it with its logprobs as Sample() would.
+  SampleResult Take(int32_t token, std::span<const float> logits);
+  // One uniform in [0, 1) from this sequence's generator.
+  double NextUniform() { return Uniform(rng_); }
+
   // Uniform double in [0, 1) from 53 random bits (not std::uniform_real_distribution, whose
   // algorithm is implementation-defined: seeds must reproduce across standard libraries).
   static double Uniform(std::mt19937_64& rng);

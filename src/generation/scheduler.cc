@@ -23,6 +23,7 @@ Sequence* Scheduler::Find(int64_t id) const {
 void Scheduler::Preempt(Sequence* seq, ScheduleResult* result) {
   blocks_.Free(seq->id);
   seq->num_computed = 0;
+  seq->draft_computed = 0;
   seq->state = Sequence::State::kWaiting;
   ++seq->num_preemptions;
   running_.remove(seq);
@@ -130,6 +131,17 @@ void Scheduler::CompleteStep(const ScheduleResult& result) {
     c.seq->num_computed = c.start + c.num_tokens;
     blocks_.CommitFullBlocks(c.seq->id, c.seq->tokens, c.seq->num_computed);
   }
+}
+
+bool Scheduler::ReserveLookahead(Sequence* seq, int64_t num_tokens) {
+  return blocks_.Allocate(seq->id, num_tokens);
+}
+
+void Scheduler::AcceptSpeculated(Sequence* seq, int num_accepted) {
+  seq->num_computed += num_accepted;
+  assert(seq->num_computed < static_cast<int64_t>(seq->tokens.size()));
+  blocks_.CommitFullBlocks(seq->id, seq->tokens, seq->num_computed);
+  blocks_.Truncate(seq->id, static_cast<int64_t>(seq->tokens.size()));
 }
 
 std::unique_ptr<Sequence> Scheduler::Remove(int64_t id) {

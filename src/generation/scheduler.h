@@ -47,6 +47,7 @@ struct Sequence {
   int64_t num_computed = 0;       // leading tokens whose K/V is in the cache
   int cached_prompt_tokens = -1;  // prompt tokens found in the prefix cache at first admission
   int num_preemptions = 0;
+  int64_t draft_computed = 0;     // leading tokens whose K/V is in the draft model's pool
   State state = State::kWaiting;
   bool scheduled = false;  // within Schedule(): has a chunk this step
 };
@@ -77,6 +78,15 @@ class Scheduler {
   std::vector<SequenceChunk> RunnerChunks(const ScheduleResult& result) const;
   // After the step ran: advances num_computed and registers newly full blocks in the prefix cache.
   void CompleteStep(const ScheduleResult& result);
+  // Speculative decoding (engine.cc). After Schedule(): grows a scheduled decode's blocks to
+  // `num_tokens` (its tokens plus the draft tokens its verification chunk will write) from free
+  // blocks only, never preempting; false (nothing changed) when the pool is short.
+  bool ReserveLookahead(Sequence* seq, int64_t num_tokens);
+  // After CompleteStep() and after the verified tokens were appended to seq->tokens: the first
+  // `num_accepted` draft tokens of the verification chunk are computed too; the K/V of the
+  // rejected ones is dropped (num_computed excludes it, their blocks beyond seq->tokens go back
+  // to the pool; the slots left in kept blocks are overwritten by the next step).
+  void AcceptSpeculated(Sequence* seq, int num_accepted);
   // Removes a sequence (finished, cancelled or failed) and frees its blocks; nullptr if unknown.
   std::unique_ptr<Sequence> Remove(int64_t id);
 

@@ -40,10 +40,18 @@ inline uint64_t Mix64(uint64_t x) {
 }
 
 // Logits in [-4, 4) after the tokens `context` (every token so far, the last one included).
-inline std::vector<float> FakeLogits(std::span<const int32_t> context, int vocab) {
+// With disagree > 0, about one context in `disagree` gets other logits (a fake draft model that
+// agrees with the salt-free one most of the time). With window > 0 only the last `window`
+// tokens count (repeated text then repeats its continuation: prompt-lookup tests).
+inline std::vector<float> FakeLogits(std::span<const int32_t> context, int vocab,
+                                     int disagree = 0, int window = 0) {
+  if (window > 0 && context.size() > static_cast<size_t>(window)) {
+    context = context.last(static_cast<size_t>(window));
+  }
   uint64_t h = 0x1234567;
   for (int32_t t : context) h = Mix64(h ^ static_cast<uint64_t>(t));
-  h = Mix64(h ^ context.size());
+  if (window == 0) h = Mix64(h ^ context.size());
+  if (disagree > 0 && Mix64(h ^ 0xd1a) % static_cast<uint64_t>(disagree) == 0) h = Mix64(h + 77);
   std::vector<float> logits(static_cast<size_t>(vocab));
   for (int v = 0; v < vocab; ++v) {
     logits[v] = static_cast<float>(Mix64(h + static_cast<uint64_t>(v)) >> 40) / 16777216.0f * 8 - 4;
@@ -56,10 +64,11 @@ inline int32_t ArgmaxOf(const std::vector<float>& v) {
 }
 
 // `n` greedy tokens after `prompt`, without any EOS stop.
-inline std::vector<int32_t> ReferenceGreedy(std::vector<int32_t> prompt, int n, int vocab) {
+inline std::vector<int32_t> ReferenceGreedy(std::vector<int32_t> prompt, int n, int vocab,
+                                            int window = 0) {
   std::vector<int32_t> out;
   for (int i = 0; i < n; ++i) {
-    out.push_back(ArgmaxOf(FakeLogits(prompt, vocab)));
+    out.push_back(ArgmaxOf(FakeLogits(prompt, vocab, 0, window)));
     prompt.push_back(out.back());
   }
   return out;
@@ -85,16 +94,18 @@ struct StepRecord {
     int64_t seq_id, start;
     int num_tokens;
     bool need_logits;
+    bool all_logits;
   };
   std::vector<Chunk> chunks;
 };
 
 class FakeRunner : public ModelRunner {
  public:
-  FakeRunner(DecoderConfig config, int block_size, int num_blocks)
+  FakeRunner(DecoderConfig config, int block_size, int num_blocks, int disagree = 0)
       : config_(std::move(config)),
         block_size_(block_size),
         num_blocks_(num_blocks),
+        disagree_(disagree),
         slots_(static_cast<size_t>(num_blocks) * block_size) {}
 
   const DecoderConfig& config() const override { return config_; }
@@ -109,6 +120,8 @@ class FakeRunner : public ModelRunner {
   std::vector<StepRecord> steps;
   // The first inconsistency found (also returned by that Step).
   std::string error;
+  // FakeLogits' window: set before the first Step.
+  int window = 0;
 
   Status Step(std::span<const SequenceChunk> chunks, Tensor* logits) override {
     const int call = calls++;
@@ -116,7 +129,8 @@ class FakeRunner : public ModelRunner {
     StepRecord record;
     for (const SequenceChunk& c : chunks) {
       record.chunks.push_back(
-          {c.seq_id, c.start_position, static_cast<int>(c.tokens.size()), c.need_logits});
+          {c.seq_id, c.start_position, static_cast<int>(c.tokens.size()), c.need_logits,
+           c.all_logits});
     }
     steps.push_back(record);
     Status s = Check(chunks);
@@ -138,13 +152,22 @@ class FakeRunner : public ModelRunner {
       }
     }
     int64_t rows = 0;
-    for (const SequenceChunk& c : chunks) rows += c.need_logits;
+    for (const SequenceChunk& c : chunks) {
+      rows += c.all_logits ? static_cast<int64_t>(c.tokens.size()) : c.need_logits;
+    }
     *logits = Tensor::Allocate(DataType::kFloat32, {rows, config_.vocab_size});
     float* out = logits->data<float>();
     for (size_t i = 0; i < chunks.size(); ++i) {
-      if (!chunks[i].need_logits) continue;
-      std::vector<float> l = FakeLogits(contexts[i], config_.vocab_size);
-      out = std::copy(l.begin(), l.end(), out);
+      const size_t n = chunks[i].tokens.size();
+      // all_logits: one row per token, each after the context up to and including it.
+      for (size_t r = chunks[i].all_logits ? 0 : n - 1; r < n; ++r) {
+        if (!chunks[i].all_logits && !chunks[i].need_logits) break;
+        std::span<const int32_t> context(contexts[i]);
+        std::vector<float> l =
+            FakeLogits(context.first(context.size() - (n - 1 - r)), config_.vocab_size, disagree_,
+                       window);
+        out = std::copy(l.begin(), l.end(), out);
+      }
     }
     return Status::Ok();
   }
@@ -202,6 +225,7 @@ class FakeRunner : public ModelRunner {
 
   DecoderConfig config_;
   int block_size_, num_blocks_;
+  int disagree_;
   std::vector<Slot> slots_;
 };
 

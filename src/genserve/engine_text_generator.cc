@@ -96,6 +96,8 @@ server::GenerationMetrics EngineTextGenerator::Metrics() const {
   m.prompt_tokens = s.prompt_tokens;
   m.generated_tokens = s.generated_tokens;
   m.requests_finished = finished_->load(std::memory_order_relaxed);
+  m.spec_draft_tokens = s.draft_tokens;
+  m.spec_accepted_tokens = s.accepted_tokens;
   // The engine's latency histograms are in seconds, as the metrics want.
   m.ttft = engine_->ttft_seconds().Snapshot();
   m.tpot = engine_->tpot_seconds().Snapshot();
@@ -122,6 +124,14 @@ StatusOr<server::GenerativeModel> LoadGenerativeModel(const std::string& name,
   if (!chat.ok()) return fail(chat.status());
   auto runner = gen::CreateDecoderRunner(config.model_dir, ro);
   if (!runner.ok()) return fail(runner.status());
+  // config.json's optional "draft": speculative decoding (generation/speculative.h).
+  // The draft's files are confined to the folder of model.onnx, as the model's own are (a path
+  // or symlink leading out of it is refused).
+  auto confine = [&](const fs::path& relative) {
+    return serving::ResolveModelFile(config.model_dir, name, "", relative, "draft.path").status();
+  };
+  auto speculative = gen::LoadSpeculativeDecoding(config.model_dir, **runner, ro, confine);
+  if (!speculative.ok()) return fail(speculative.status());
   const int model_context = (*runner)->config().max_context;
   if (config.max_context > model_context) {
     return fail(InvalidArgument("max_context {} is above the model's context of {} tokens",
@@ -132,8 +142,10 @@ StatusOr<server::GenerativeModel> LoadGenerativeModel(const std::string& name,
   eo.max_num_batched_tokens = config.max_num_batched_tokens;
   eo.enable_prefix_caching = config.enable_prefix_caching;
   eo.chunked_prefill = config.chunked_prefill;
+  eo.speculative = speculative->options;
   Clock* clock = options.clock != nullptr ? options.clock : &RealClock::Get();
-  auto engine = gen::GenerationEngine::Create(std::move(*runner), std::move(*tokenizer), eo, clock);
+  auto engine = gen::GenerationEngine::Create(std::move(*runner), std::move(*tokenizer), eo, clock,
+                                              std::move(speculative->draft));
   if (!engine.ok()) return fail(engine.status());
   const int context = config.max_context > 0 ? config.max_context : model_context;
   server::GenerativeModel model;

@@ -252,6 +252,19 @@ std::string RenderGenerationMetrics(const std::vector<GenerationMetrics>& models
        [](const M& m) { return static_cast<double>(m.preemptions); }},
       {"inferd_generation_requests_total", "counter", "Generation requests finished.",
        [](const M& m) { return static_cast<double>(m.requests_finished); }},
+      {"inferd_spec_decode_num_draft_tokens_total", "counter",
+       "Speculative decoding: draft tokens proposed to the target.",
+       [](const M& m) { return static_cast<double>(m.spec_draft_tokens); }},
+      {"inferd_spec_decode_num_accepted_tokens_total", "counter",
+       "Speculative decoding: draft tokens the target kept.",
+       [](const M& m) { return static_cast<double>(m.spec_accepted_tokens); }},
+      {"inferd_spec_decode_draft_acceptance_rate", "gauge",
+       "Speculative decoding: accepted / draft tokens since start (0 before any draft).",
+       [](const M& m) {
+         return m.spec_draft_tokens > 0 ? static_cast<double>(m.spec_accepted_tokens) /
+                                              static_cast<double>(m.spec_draft_tokens)
+                                        : 0.0;
+       }},
   };
   for (const auto& f : families) {
     Header(out, f.name, f.type, f.help);

@@ -53,6 +53,9 @@ std::string RenderPrometheusMetrics(const std::vector<serving::ModelStatisticsSn
 //   inferd_kv_cache_blocks_used, inferd_kv_cache_blocks (the pool)           gauges
 //   inferd_prefix_cache_queries_total, inferd_prefix_cache_hits_total        counters (tokens)
 //   inferd_num_preemptions_total, inferd_generation_requests_total           counters
+//   inferd_spec_decode_num_draft_tokens_total,
+//   inferd_spec_decode_num_accepted_tokens_total                             counters (tokens)
+//   inferd_spec_decode_draft_acceptance_rate (accepted / draft since start, 0 before any)  gauge
 // Empty input renders nothing (no generative model, no families).
 std::string RenderGenerationMetrics(const std::vector<GenerationMetrics>& models);
 

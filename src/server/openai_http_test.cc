@@ -340,6 +340,8 @@ TEST(GenerationMetricsText, RendersFamilies) {
   m.prefix_queries = 100;
   m.prefix_hits = 64;
   m.preemptions = 4;
+  m.spec_draft_tokens = 40;
+  m.spec_accepted_tokens = 30;
   m.ttft.bounds = {0.01, 0.1};
   m.ttft.counts = {1, 2, 0};
   m.ttft.count = 3;
@@ -350,6 +352,9 @@ TEST(GenerationMetricsText, RendersFamilies) {
         "inferd_kv_cache_usage_perc{model=\"tiny\"} 0.25\n",
         "inferd_prefix_cache_hits_total{model=\"tiny\"} 64\n",
         "inferd_num_preemptions_total{model=\"tiny\"} 4\n",
+        "inferd_spec_decode_num_draft_tokens_total{model=\"tiny\"} 40\n",
+        "inferd_spec_decode_num_accepted_tokens_total{model=\"tiny\"} 30\n",
+        "inferd_spec_decode_draft_acceptance_rate{model=\"tiny\"} 0.75\n",
         "inferd_time_to_first_token_seconds_bucket{model=\"tiny\",le=\"0.1\"} 3\n",
         "inferd_time_to_first_token_seconds_count{model=\"tiny\"} 3\n",
         "# TYPE inferd_inter_token_latency_seconds histogram\n"}) {

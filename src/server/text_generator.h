@@ -60,6 +60,8 @@ struct GenerationMetrics {
   int64_t prefix_queries = 0, prefix_hits = 0;  // tokens looked up / found in the prefix cache
   int64_t preemptions = 0, prompt_tokens = 0, generated_tokens = 0;
   int64_t requests_finished = 0;  // completed sequences (any finish reason)
+  // Speculative decoding: draft tokens proposed, and kept by the target (0 without it).
+  int64_t spec_draft_tokens = 0, spec_accepted_tokens = 0;
   // Seconds, as the engine's histograms record them.
   HistogramSnapshot ttft, tpot, itl, e2e;
 };

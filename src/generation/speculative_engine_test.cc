@@ -1,0 +1,305 @@
+// GenerationEngine with speculative decoding over fake runners (test_util.h): a fake draft that
+// agrees with the target most of the time, and prompt lookup. Greedy output must be the
+// non-speculative reference token for token, also batched and under preemption; rejected drafts
+// must leave no blocks and no stale KV behind (FakeRunner checks every slot it reads).
+#include <gtest/gtest.h>
+
+#include "common/mutex.h"
+#include "generation/engine.h"
+#include "generation/test_util.h"
+#include "testing/fake_clock.h"
+
+namespace inferd::gen {
+namespace {
+
+using testing::FakeConfig;
+using testing::FakeRunner;
+using testing::ReferenceGreedy;
+
+constexpr int kVocab = 400;
+
+class Result {
+ public:
+  std::function<void(const GenerationEvent&)> Callback() {
+    return [this](const GenerationEvent& e) { OnEvent(e); };
+  }
+  void OnEvent(const GenerationEvent& e) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    tokens_.insert(tokens_.end(), e.tokens.begin(), e.tokens.end());
+    if (e.finished) {
+      final_ = e;
+      done_.NotifyAll();
+    }
+  }
+  std::vector<int32_t> Tokens() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    while (!final_.finished) done_.Wait(&mu_);
+    return tokens_;
+  }
+  GenerationEvent Final() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    while (!final_.finished) done_.Wait(&mu_);
+    return final_;
+  }
+
+ private:
+  Mutex mu_;
+  CondVar done_;
+  std::vector<int32_t> tokens_ GUARDED_BY(mu_);
+  GenerationEvent final_ GUARDED_BY(mu_);
+};
+
+std::vector<int32_t> Prompt(int n, int32_t seed) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < n; ++i) {
+    p.push_back(static_cast<int32_t>(testing::Mix64(seed * 7919 + i) % kVocab));
+  }
+  return p;
+}
+
+SamplingParams Greedy(int max_tokens) {
+  SamplingParams p;
+  p.max_tokens = max_tokens;
+  p.temperature = 0;
+  p.ignore_eos = true;
+  return p;
+}
+
+struct SpecSetup {
+  EngineOptions options;
+  int num_blocks = 512, block_size = 4, max_context = 160;
+  int disagree = 3;  // the fake draft differs from the target on ~1/3 of its contexts
+};
+
+class SpeculativeEngineTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<GenerationEngine> Make(SpecSetup s) {
+    auto runner = std::make_unique<FakeRunner>(FakeConfig(kVocab, s.max_context), s.block_size,
+                                               s.num_blocks);
+    runner_ = runner.get();
+    std::unique_ptr<FakeRunner> draft;
+    if (s.options.speculative.method == DraftMethod::kModel) {
+      draft = std::make_unique<FakeRunner>(FakeConfig(kVocab, s.max_context), s.block_size,
+                                           s.num_blocks, s.disagree);
+      draft_ = draft.get();
+    }
+    auto tok = Tokenizer::Load(testing::TestTokenizerPath());
+    EXPECT_TRUE(tok.ok()) << tok.status().ToString();
+    auto engine = GenerationEngine::Create(std::move(runner), std::move(tok).value(), s.options,
+                                           &clock_, std::move(draft));
+    EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+    return std::move(engine).value();
+  }
+  static SpecSetup WithDraft(int k = 4) {
+    SpecSetup s;
+    s.options.speculative.method = DraftMethod::kModel;
+    s.options.speculative.num_speculative_tokens = k;
+    return s;
+  }
+  // Steps whose chunks include a verification (all_logits).
+  int VerifySteps() const {
+    int n = 0;
+    for (const auto& step : runner_->steps) {
+      for (const auto& c : step.chunks) {
+        if (c.all_logits) {
+          ++n;
+          break;
+        }
+      }
+    }
+    return n;
+  }
+
+  FakeClock clock_;
+  FakeRunner* runner_ = nullptr;  // owned by the engine
+  FakeRunner* draft_ = nullptr;
+};
+
+TEST_F(SpeculativeEngineTest, GreedyWithADraftModelEqualsTheReference) {
+  for (int k : {1, 3, 8}) {
+    auto engine = Make(WithDraft(k));
+    Result r;
+    const std::vector<int32_t> prompt = Prompt(13, k);
+    ASSERT_TRUE(engine->Submit({"a", prompt, Greedy(40)}, r.Callback()).ok());
+    EXPECT_EQ(r.Tokens(), ReferenceGreedy(prompt, 40, kVocab)) << "k " << k;
+    EXPECT_EQ(r.Final().completion_tokens, 40);
+    EXPECT_EQ(r.Final().finish_reason, "length");
+    const EngineStats s = engine->Stats();
+    EXPECT_GT(s.draft_tokens, 0);
+    EXPECT_GT(s.accepted_tokens, 0) << "a mostly agreeing draft had nothing kept";
+    EXPECT_LT(s.accepted_tokens, s.draft_tokens) << "the fake draft disagrees sometimes";
+    EXPECT_EQ(s.generated_tokens, 40);
+    EXPECT_EQ(s.kv_blocks_used, 0) << "blocks left after the request";
+    EXPECT_TRUE(runner_->error.empty()) << runner_->error;
+    EXPECT_TRUE(draft_->error.empty()) << draft_->error;
+    // Fewer target steps than tokens: speculation paid off.
+    EXPECT_LT(static_cast<int>(runner_->steps.size()), 40);
+    EXPECT_GT(VerifySteps(), 0);
+  }
+}
+
+TEST_F(SpeculativeEngineTest, ConcurrentGreedyRequestsAndPreemptionStayExact) {
+  SpecSetup s = WithDraft(4);
+  s.options.speculative.max_batch = 8;
+  s.num_blocks = 40;  // 160 tokens for 6 requests of up to 60: preemption
+  s.options.enable_prefix_caching = false;
+  auto engine = Make(s);
+  std::vector<Result> r(6);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) {
+    prompts.push_back(Prompt(5 + 3 * i, 100 + i));
+    ASSERT_TRUE(
+        engine->Submit({"r" + std::to_string(i), prompts[i], Greedy(36)}, r[i].Callback()).ok());
+  }
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(r[i].Tokens(), ReferenceGreedy(prompts[i], 36, kVocab)) << "request " << i;
+  }
+  const EngineStats st = engine->Stats();
+  EXPECT_GT(st.preemptions, 0) << "the pool was meant to run short";
+  EXPECT_GT(st.accepted_tokens, 0);
+  EXPECT_EQ(st.kv_blocks_used, 0);
+  EXPECT_TRUE(runner_->error.empty()) << runner_->error;
+  EXPECT_TRUE(draft_->error.empty()) << draft_->error;
+}
+
+TEST_F(SpeculativeEngineTest, LargeBatchesSwitchSpeculationOff) {
+  SpecSetup s = WithDraft(4);
+  s.options.speculative.max_batch = 2;
+  auto engine = Make(s);
+  std::vector<Result> r(6);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) {
+    prompts.push_back(Prompt(7, 200 + i));
+    ASSERT_TRUE(
+        engine->Submit({"r" + std::to_string(i), prompts[i], Greedy(20 + 2 * i)}, r[i].Callback())
+            .ok());
+  }
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(r[i].Tokens(), ReferenceGreedy(prompts[i], 20 + 2 * i, kVocab)) << i;
+  }
+  for (const auto& step : runner_->steps) {
+    int decodes = 0, verifies = 0;
+    for (const auto& c : step.chunks) {
+      decodes += c.need_logits && (c.num_tokens == 1 || c.all_logits);
+      verifies += c.all_logits;
+    }
+    if (verifies > 0) {
+      EXPECT_LE(decodes, 2) << "speculated in a step of " << decodes;
+    }
+  }
+  EXPECT_GT(VerifySteps(), 0) << "speculation resumes once the batch is small";
+}
+
+TEST_F(SpeculativeEngineTest, DraftsRespectTheTokenBudgetAndMaxTokens) {
+  SpecSetup s = WithDraft(8);
+  s.options.max_num_batched_tokens = 3;  // one decode + 2 drafts at most
+  auto engine = Make(s);
+  Result r;
+  const std::vector<int32_t> prompt = Prompt(2, 5);
+  ASSERT_TRUE(engine->Submit({"a", prompt, Greedy(11)}, r.Callback()).ok());
+  EXPECT_EQ(r.Tokens(), ReferenceGreedy(prompt, 11, kVocab));
+  EXPECT_EQ(r.Final().completion_tokens, 11);
+  for (const auto& step : runner_->steps) {
+    int tokens = 0;
+    for (const auto& c : step.chunks) tokens += c.num_tokens;
+    EXPECT_LE(tokens, 3);
+  }
+}
+
+TEST_F(SpeculativeEngineTest, PromptLookupDraftsFromRepeatedText) {
+  SpecSetup s;
+  s.options.speculative.method = DraftMethod::kNgram;
+  s.options.speculative.num_speculative_tokens = 4;
+  auto engine = Make(s);
+  runner_->window = 2;  // logits follow the last 2 tokens: repeated text repeats its continuation
+  // The reference continuation of a prompt, repeated in the prompt: the lookup proposes it.
+  const std::vector<int32_t> head = Prompt(6, 31);
+  const std::vector<int32_t> cont = ReferenceGreedy(head, 30, kVocab, 2);
+  std::vector<int32_t> prompt = head;
+  prompt.insert(prompt.end(), cont.begin(), cont.end());
+  prompt.insert(prompt.end(), head.begin(), head.end());
+  Result r;
+  ASSERT_TRUE(engine->Submit({"a", prompt, Greedy(24)}, r.Callback()).ok());
+  EXPECT_EQ(r.Tokens(), ReferenceGreedy(prompt, 24, kVocab, 2));
+  EXPECT_EQ(r.Tokens(), std::vector<int32_t>(cont.begin(), cont.begin() + 24));
+  const EngineStats st = engine->Stats();
+  EXPECT_GT(st.draft_tokens, 0);
+  EXPECT_EQ(st.accepted_tokens, st.draft_tokens) << "the continuation is in the prompt";
+  EXPECT_LT(static_cast<int>(runner_->steps.size()), 12) << "24 tokens in few steps";
+  EXPECT_TRUE(runner_->error.empty()) << runner_->error;
+}
+
+TEST_F(SpeculativeEngineTest, PromptLookupFirstThenTheDraftModel) {
+  SpecSetup s = WithDraft(4);
+  s.options.speculative.prompt_lookup = true;
+  auto engine = Make(s);
+  runner_->window = 2;
+  draft_->window = 2;
+  const std::vector<int32_t> head = Prompt(6, 41);
+  const std::vector<int32_t> cont = ReferenceGreedy(head, 12, kVocab, 2);
+  std::vector<int32_t> prompt = head;  // the first 12 tokens are in the prompt, the rest not
+  prompt.insert(prompt.end(), cont.begin(), cont.end());
+  prompt.push_back(7);
+  prompt.insert(prompt.end(), head.begin(), head.end());
+  Result r;
+  ASSERT_TRUE(engine->Submit({"a", prompt, Greedy(40)}, r.Callback()).ok());
+  EXPECT_EQ(r.Tokens(), ReferenceGreedy(prompt, 40, kVocab, 2));
+  EXPECT_GT(engine->Stats().accepted_tokens, 0);
+  EXPECT_GT(draft_->steps.size(), 0u) << "the draft model ran where the lookup had nothing";
+  EXPECT_TRUE(runner_->error.empty()) << runner_->error;
+  EXPECT_TRUE(draft_->error.empty()) << draft_->error;
+}
+
+TEST_F(SpeculativeEngineTest, SamplingSpeculatesAndCompletes) {
+  for (DraftMethod m : {DraftMethod::kModel, DraftMethod::kNgram}) {
+    SpecSetup s = WithDraft(4);
+    s.options.speculative.method = m;
+    auto engine = Make(s);
+    SamplingParams p;
+    p.max_tokens = 30;
+    p.temperature = 0.7f;
+    p.top_k = 20;
+    p.seed = 5;
+    p.ignore_eos = true;
+    p.logprobs = 2;
+    p.frequency_penalty = 0.3f;
+    Result r;
+    ASSERT_TRUE(engine->Submit({"a", Prompt(9, 3), p}, r.Callback()).ok());
+    EXPECT_EQ(r.Tokens().size(), 30u);
+    EXPECT_EQ(r.Final().completion_tokens, 30);
+    EXPECT_EQ(engine->Stats().kv_blocks_used, 0);
+    EXPECT_TRUE(runner_->error.empty()) << runner_->error;
+    if (m == DraftMethod::kModel) {
+      EXPECT_GT(engine->Stats().draft_tokens, 0);
+    }
+  }
+}
+
+TEST(SpeculativeEngineCreateTest, RejectsBadDraftsAndOptions) {
+  auto tok = [] { return Tokenizer::Load(testing::TestTokenizerPath()).value(); };
+  auto runner = [](int vocab = kVocab, int blocks = 64) {
+    return std::make_unique<FakeRunner>(FakeConfig(vocab, 128), 4, blocks);
+  };
+  FakeClock clock;
+  auto create = [&](SpeculativeOptions so, std::unique_ptr<ModelRunner> draft) {
+    EngineOptions o;
+    o.speculative = so;
+    return GenerationEngine::Create(runner(), tok(), o, &clock, std::move(draft)).status();
+  };
+  SpeculativeOptions model;
+  model.method = DraftMethod::kModel;
+  EXPECT_NE(create(model, nullptr).message().find("no draft"), std::string::npos);
+  EXPECT_NE(create(model, runner(kVocab + 1)).message().find("vocab_size"), std::string::npos);
+  EXPECT_NE(create(model, runner(kVocab, 32)).message().find("cannot mirror"), std::string::npos);
+  SpeculativeOptions bad = model;
+  bad.num_speculative_tokens = 17;
+  EXPECT_NE(create(bad, runner()).message().find("num_speculative_tokens"), std::string::npos);
+  EXPECT_FALSE(create({}, runner()).ok());  // a draft without speculation
+  SpeculativeOptions ngram;
+  ngram.method = DraftMethod::kNgram;
+  EXPECT_TRUE(create(ngram, nullptr).ok());
+  EXPECT_TRUE(create(model, runner()).ok());
+}
+
+}  // namespace
+}  // namespace inferd::gen
