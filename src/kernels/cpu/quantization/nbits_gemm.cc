@@ -1,0 +1,328 @@
+#include "kernels/cpu/quantization/nbits_gemm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "kernels/cpu/util/kernel_util.h"
+#include "kernels/cpu/util/panel_gemm.h"
+
+namespace inferd::cpu {
+namespace {
+
+constexpr int64_t kSub = kNBitsSubBlock;
+
+// The zero point of row r, group g (the symmetric default when there are none).
+inline int ZeroPoint(const NBitsWeights& w, int64_t r, int64_t g) {
+  if (w.zero_points == nullptr) return w.bits == 4 ? 8 : 0;
+  const uint8_t z = w.zero_points[r * NBitsGroups(w.k, w.group) + g];
+  return w.bits == 4 ? static_cast<int>(z) : static_cast<int>(static_cast<int8_t>(z));
+}
+
+// The code of value j (0..31) of sub-block `sb` (4 bits: 0..15; 8 bits: the signed byte).
+inline int Code(const uint8_t* sb, int bits, int64_t j) {
+  if (bits == 8) return static_cast<int8_t>(sb[j]);
+  return j < 16 ? (sb[j] & 15) : (sb[j - 16] >> 4);
+}
+
+inline void SetCode(uint8_t* sb, int bits, int64_t j, int code) {
+  if (bits == 8) {
+    sb[j] = static_cast<uint8_t>(static_cast<int8_t>(code - 128));
+  } else if (j < 16) {
+    sb[j] = static_cast<uint8_t>((sb[j] & 0xF0) | code);
+  } else {
+    sb[j - 16] = static_cast<uint8_t>((sb[j - 16] & 0x0F) | (code << 4));
+  }
+}
+
+// One row of A quantized per 32 values: q (padded with zeros to whole sub-blocks), the scale d of
+// each sub-block and d * sum(q) (what a zero point multiplies).
+struct QuantizedRow {
+  const int8_t* q;
+  const float* d;
+  const float* dsum;
+};
+
+void QuantizeActivations(const float* a, int64_t k, int8_t* q, float* d, float* dsum) {
+  const int64_t subs = (k + kSub - 1) / kSub;
+  for (int64_t b = 0; b < subs; ++b) {
+    const int64_t lo = b * kSub, len = std::min(kSub, k - lo);
+    float amax = 0.f;
+    bool finite = true;
+    for (int64_t i = 0; i < len; ++i) {
+      amax = std::max(amax, std::fabs(a[lo + i]));
+      finite = finite && std::isfinite(a[lo + i]);
+    }
+    // A NaN or infinity makes the scale NaN, so the outputs it reaches are NaN, as in float.
+    const float s = finite ? amax / 127.f : std::numeric_limits<float>::quiet_NaN();
+    const float inv = finite && amax > 0.f ? 127.f / amax : 0.f;
+    int sum = 0;
+    for (int64_t i = 0; i < kSub; ++i) {
+      int v = 0;
+      if (i < len && finite) v = static_cast<int>(std::nearbyint(a[lo + i] * inv));
+      v = std::clamp(v, -127, 127);
+      q[lo + i] = static_cast<int8_t>(v);
+      sum += v;
+    }
+    d[b] = s;
+    dsum[b] = s * static_cast<float>(sum);
+  }
+}
+
+// Group index of sub-block b: groups are 1, 2 or 4 sub-blocks.
+inline int64_t GroupOf(const NBitsWeights& w, int64_t b) { return b * kSub / w.group; }
+
+float DotScalar(const QuantizedRow& a, const NBitsWeights& w, int64_t r) {
+  const int64_t subs = (w.k + kSub - 1) / kSub, groups = NBitsGroups(w.k, w.group);
+  const int64_t sub_bytes = kSub * w.bits / 8;
+  const uint8_t* row = w.data + r * NBitsRowBytes(w.bits, w.k);
+  float acc = 0.f, corr = 0.f;
+  for (int64_t b = 0; b < subs; ++b) {
+    const uint8_t* sb = row + b * sub_bytes;
+    int32_t isum = 0;
+    for (int64_t j = 0; j < kSub; ++j) isum += Code(sb, w.bits, j) * a.q[b * kSub + j];
+    const int64_t g = GroupOf(w, b);
+    const float ws = w.scales[r * groups + g];
+    acc += ws * a.d[b] * static_cast<float>(isum);
+    corr += ws * static_cast<float>(ZeroPoint(w, r, g)) * a.dsum[b];
+  }
+  return acc - corr;
+}
+
+#if defined(__x86_64__)
+#define INFERD_NBITS_AVX2 1
+
+__attribute__((target("avx2,fma"))) inline float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Rows r0 .. r0+R-1 of W against one quantized row of A: out[i] = A · W[r0 + i]. The R rows share
+// each load of A; every sub-block is an integer dot product of 32 codes and 32 int8 activations.
+template <int R, int Bits, bool HasZeroPoints>
+__attribute__((target("avx2,fma"))) void DotRowsAvx2(const QuantizedRow& a, const NBitsWeights& w,
+                                                     int64_t r0, float* out) {
+  const int64_t subs = (w.k + kSub - 1) / kSub, groups = NBitsGroups(w.k, w.group);
+  const int64_t row_bytes = NBitsRowBytes(Bits, w.k), sub_bytes = kSub * Bits / 8;
+  const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  __m256 acc[R];
+  float corr[R];
+  for (int i = 0; i < R; ++i) {
+    acc[i] = _mm256_setzero_ps();
+    corr[i] = 0.f;
+  }
+  const uint8_t* base = w.data + r0 * row_bytes;
+  const float* scales = w.scales + r0 * groups;
+  for (int64_t b = 0; b < subs; ++b) {
+    const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + b * kSub));
+    const float db = a.d[b];
+    const int64_t g = GroupOf(w, b);
+    for (int i = 0; i < R; ++i) {
+      const uint8_t* sb = base + i * row_bytes + b * sub_bytes;
+      __m256i prod;
+      if constexpr (Bits == 4) {
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb));
+        const __m256i codes =
+            _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low4);
+        prod = _mm256_maddubs_epi16(codes, av);  // unsigned codes x signed activations
+      } else {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb));
+        // |q| x (a with q's sign): maddubs needs one unsigned operand; 128 x 127 x 2 fits int16.
+        prod = _mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(av, q));
+      }
+      const __m256 sum = _mm256_cvtepi32_ps(_mm256_madd_epi16(prod, ones));
+      const float ws = scales[i * groups + g];
+      acc[i] = _mm256_fmadd_ps(sum, _mm256_set1_ps(ws * db), acc[i]);
+      if constexpr (Bits == 4 || HasZeroPoints) {
+        corr[i] += ws * static_cast<float>(ZeroPoint(w, r0 + i, g)) * a.dsum[b];
+      }
+    }
+  }
+  for (int i = 0; i < R; ++i) out[i] = HorizontalSum(acc[i]) - corr[i];
+}
+
+template <int Bits, bool Zp>
+void DotRowsAvx2Any(int rows, const QuantizedRow& a, const NBitsWeights& w, int64_t r0,
+                    float* out) {
+  switch (rows) {
+    case 1: return DotRowsAvx2<1, Bits, Zp>(a, w, r0, out);
+    case 2: return DotRowsAvx2<2, Bits, Zp>(a, w, r0, out);
+    case 3: return DotRowsAvx2<3, Bits, Zp>(a, w, r0, out);
+    default: return DotRowsAvx2<4, Bits, Zp>(a, w, r0, out);
+  }
+}
+
+bool HasAvx2Fma() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+#endif
+
+constexpr int kRowsPerTask = 4;
+
+void DotRows(bool vector, int rows, const QuantizedRow& a, const NBitsWeights& w, int64_t r0,
+             float* out) {
+#if defined(INFERD_NBITS_AVX2)
+  if (vector) {
+    const bool zp = w.zero_points != nullptr;
+    if (w.bits == 4) {
+      return zp ? DotRowsAvx2Any<4, true>(rows, a, w, r0, out)
+                : DotRowsAvx2Any<4, false>(rows, a, w, r0, out);
+    }
+    return zp ? DotRowsAvx2Any<8, true>(rows, a, w, r0, out)
+              : DotRowsAvx2Any<8, false>(rows, a, w, r0, out);
+  }
+#endif
+  (void)vector;
+  for (int i = 0; i < rows; ++i) out[i] = DotScalar(a, w, r0 + i);
+}
+
+// The integer path: A quantized on the calling thread, then the threads take groups of 4 weight
+// rows, each group against every row of A while its bytes are in L1.
+void SmallM(const float* a, int64_t m, const NBitsWeights& w, float* y, bool vector) {
+  const int64_t subs = (w.k + kSub - 1) / kSub;
+  thread_local std::vector<int8_t> q;
+  thread_local std::vector<float> d;
+  q.resize(m * subs * kSub);
+  d.resize(2 * m * subs);
+  std::vector<QuantizedRow> rows(m);
+  for (int64_t i = 0; i < m; ++i) {
+    int8_t* qi = q.data() + i * subs * kSub;
+    float* di = d.data() + 2 * i * subs;
+    QuantizeActivations(a + i * w.k, w.k, qi, di, di + subs);
+    rows[i] = {qi, di, di + subs};
+  }
+  const int64_t tasks = (w.n + kRowsPerTask - 1) / kRowsPerTask;
+  // At least ~64K multiply-adds per thread chunk, so small products stay on the calling thread.
+  const int64_t min_tasks = std::max<int64_t>(1, (int64_t{1} << 16) / (kRowsPerTask * w.k * m));
+  ParallelFor(tasks, min_tasks, [&](int64_t t0, int64_t t1) {
+    float out[kRowsPerTask];
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t r0 = t * kRowsPerTask;
+      const int n = static_cast<int>(std::min<int64_t>(kRowsPerTask, w.n - r0));
+      for (int64_t i = 0; i < m; ++i) {
+        DotRows(vector, n, rows[i], w, r0, out);
+        std::memcpy(y + i * w.n + r0, out, n * sizeof(float));
+      }
+    }
+  });
+}
+
+// Row r dequantized into out[0], out[stride], ... (k values).
+void DequantizeStrided(const NBitsWeights& w, int64_t r, float* out, int64_t stride) {
+  const int64_t groups = NBitsGroups(w.k, w.group), sub_bytes = kSub * w.bits / 8;
+  const uint8_t* row = w.data + r * NBitsRowBytes(w.bits, w.k);
+  for (int64_t g = 0; g < groups; ++g) {
+    const float s = w.scales[r * groups + g];
+    const int zp = ZeroPoint(w, r, g);
+    const int64_t hi = std::min(w.k, (g + 1) * w.group);
+    for (int64_t i = g * w.group; i < hi; ++i) {
+      const int code = Code(row + (i / kSub) * sub_bytes, w.bits, i % kSub);
+      out[i * stride] = static_cast<float>(code - zp) * s;
+    }
+  }
+}
+
+// The batched path: 16 weight rows at a time dequantized into a [k, 16] panel (per thread,
+// reused), then PanelGemm's tiles over every row of A.
+void Panels(const float* a, int64_t m, const NBitsWeights& w, float* y) {
+  constexpr int64_t kPanel = PanelWeights::kPanel;
+  const int64_t panels = (w.n + kPanel - 1) / kPanel;
+  ParallelFor(panels, 1, [&](int64_t p0, int64_t p1) {
+    thread_local std::vector<float> buffer;
+    buffer.resize(w.k * kPanel);
+    float* panel = buffer.data();
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t cols = std::min(kPanel, w.n - p * kPanel);
+      for (int64_t j = 0; j < kPanel; ++j) {
+        if (j < cols) {
+          DequantizeStrided(w, p * kPanel + j, panel + j, kPanel);
+        } else {
+          for (int64_t i = 0; i < w.k; ++i) panel[i * kPanel + j] = 0.f;
+        }
+      }
+      PanelGemmPanel(a, m, w.k, panel, cols, y + p * kPanel, w.n);
+    }
+  });
+}
+
+}  // namespace
+
+void QuantizeNBits(const float* w, int64_t n, int64_t k, int bits, int64_t group, bool asymmetric,
+                   uint8_t* data, float* scales, uint8_t* zero_points) {
+  const int64_t groups = NBitsGroups(k, group), row_bytes = NBitsRowBytes(bits, k);
+  const int64_t sub_bytes = kSub * bits / 8, padded = row_bytes * 8 / bits;
+  const int levels = (1 << bits) - 1;
+  for (int64_t r = 0; r < n; ++r) {
+    const float* x = w + r * k;
+    uint8_t* row = data + r * row_bytes;
+    std::memset(row, 0, row_bytes);
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t lo = g * group, hi = std::min(k, lo + group);
+      float s = 1.f;
+      int zp = bits == 4 ? 8 : 128;  // in codes 0..levels
+      if (asymmetric) {
+        float mn = 0.f, mx = 0.f;  // the range holds 0, so zero is exact
+        for (int64_t i = lo; i < hi; ++i) {
+          mn = std::min(mn, x[i]);
+          mx = std::max(mx, x[i]);
+        }
+        if (mx > mn) s = (mx - mn) / static_cast<float>(levels);
+        zp = std::clamp(static_cast<int>(std::nearbyint(-mn / s)), 0, levels);
+        zero_points[r * groups + g] =
+            static_cast<uint8_t>(bits == 4 ? zp : static_cast<uint8_t>(static_cast<int8_t>(zp - 128)));
+      } else if (bits == 4) {
+        float big = 0.f;  // the signed value of largest magnitude maps to -8 (ggml's Q4_0)
+        for (int64_t i = lo; i < hi; ++i) {
+          if (std::fabs(x[i]) > std::fabs(big)) big = x[i];
+        }
+        if (big != 0.f) s = big / -8.f;
+      } else {
+        float amax = 0.f;
+        for (int64_t i = lo; i < hi; ++i) amax = std::max(amax, std::fabs(x[i]));
+        if (amax > 0.f) s = amax / 127.f;
+      }
+      scales[r * groups + g] = s;
+      const int lo_code = bits == 8 && !asymmetric ? 1 : 0;  // symmetric int8: -127..127
+      // Padding past k (up to whole sub-blocks) gets the zero point: it dequantizes to 0.
+      const int64_t end = g + 1 == groups ? padded : hi;
+      for (int64_t i = lo; i < end; ++i) {
+        int code = zp;
+        if (i < hi) {
+          code = std::clamp(static_cast<int>(std::nearbyint(x[i] / s)) + zp, lo_code, levels);
+        }
+        SetCode(row + (i / kSub) * sub_bytes, bits, i % kSub, code);
+      }
+    }
+  }
+}
+
+void DequantizeNBitsRow(const NBitsWeights& w, int64_t r, float* out) {
+  DequantizeStrided(w, r, out, 1);
+}
+
+void NBitsMatMulSmallMScalar(const float* a, int64_t m, const NBitsWeights& w, float* y) {
+  SmallM(a, m, w, y, /*vector=*/false);
+}
+
+void NBitsMatMul(const float* a, int64_t m, const NBitsWeights& w, float* y) {
+  if (m <= 0 || w.n <= 0) return;
+  if (m > kNBitsSmallM) return Panels(a, m, w, y);
+#if defined(INFERD_NBITS_AVX2)
+  SmallM(a, m, w, y, HasAvx2Fma());
+#else
+  SmallM(a, m, w, y, false);
+#endif
+}
+
+}  // namespace inferd::cpu
