@@ -44,15 +44,18 @@ inline void SetCode(uint8_t* sb, int bits, int64_t j, int code) {
 }
 
 // One row of A quantized per 32 values: q (padded with zeros to whole sub-blocks), the scale d of
-// each sub-block and d * sum(q) (what a zero point multiplies).
+// each sub-block, and per weight group the sum over its sub-blocks of d * sum(q) (what a zero
+// point multiplies).
 struct QuantizedRow {
   const int8_t* q;
   const float* d;
-  const float* dsum;
+  const float* gsum;
 };
 
-void QuantizeActivations(const float* a, int64_t k, int8_t* q, float* d, float* dsum) {
-  const int64_t subs = (k + kSub - 1) / kSub;
+void QuantizeActivations(const float* a, int64_t k, int64_t group, int8_t* q, float* d,
+                         float* gsum) {
+  const int64_t subs = (k + kSub - 1) / kSub, per_group = group / kSub;
+  for (int64_t g = 0; g < NBitsGroups(k, group); ++g) gsum[g] = 0.f;
   for (int64_t b = 0; b < subs; ++b) {
     const int64_t lo = b * kSub, len = std::min(kSub, k - lo);
     float amax = 0.f;
@@ -73,26 +76,28 @@ void QuantizeActivations(const float* a, int64_t k, int8_t* q, float* d, float* 
       sum += v;
     }
     d[b] = s;
-    dsum[b] = s * static_cast<float>(sum);
+    gsum[b / per_group] += s * static_cast<float>(sum);
   }
 }
 
-// Group index of sub-block b: groups are 1, 2 or 4 sub-blocks.
-inline int64_t GroupOf(const NBitsWeights& w, int64_t b) { return b * kSub / w.group; }
-
+// Per row: sum over groups of scale * (sum over sub-blocks of d * integer dot) minus
+// scale * zero point * gsum. The same order in the vector code.
 float DotScalar(const QuantizedRow& a, const NBitsWeights& w, int64_t r) {
   const int64_t subs = (w.k + kSub - 1) / kSub, groups = NBitsGroups(w.k, w.group);
-  const int64_t sub_bytes = kSub * w.bits / 8;
+  const int64_t sub_bytes = kSub * w.bits / 8, per_group = w.group / kSub;
   const uint8_t* row = w.data + r * NBitsRowBytes(w.bits, w.k);
   float acc = 0.f, corr = 0.f;
-  for (int64_t b = 0; b < subs; ++b) {
-    const uint8_t* sb = row + b * sub_bytes;
-    int32_t isum = 0;
-    for (int64_t j = 0; j < kSub; ++j) isum += Code(sb, w.bits, j) * a.q[b * kSub + j];
-    const int64_t g = GroupOf(w, b);
+  for (int64_t g = 0; g < groups; ++g) {
+    float accg = 0.f;
+    for (int64_t b = g * per_group; b < std::min(subs, (g + 1) * per_group); ++b) {
+      const uint8_t* sb = row + b * sub_bytes;
+      int32_t isum = 0;
+      for (int64_t j = 0; j < kSub; ++j) isum += Code(sb, w.bits, j) * a.q[b * kSub + j];
+      accg += a.d[b] * static_cast<float>(isum);
+    }
     const float ws = w.scales[r * groups + g];
-    acc += ws * a.d[b] * static_cast<float>(isum);
-    corr += ws * static_cast<float>(ZeroPoint(w, r, g)) * a.dsum[b];
+    acc += ws * accg;
+    corr += ws * static_cast<float>(ZeroPoint(w, r, g)) * a.gsum[g];
   }
   return acc - corr;
 }
@@ -108,12 +113,15 @@ __attribute__((target("avx2,fma"))) inline float HorizontalSum(__m256 v) {
 }
 
 // Rows r0 .. r0+R-1 of W against one quantized row of A: out[i] = A · W[r0 + i]. The R rows share
-// each load of A; every sub-block is an integer dot product of 32 codes and 32 int8 activations.
-template <int R, int Bits, bool HasZeroPoints>
+// each load of A; every sub-block is an integer dot product of 32 codes and 32 int8 activations,
+// scaled by the activation scale into a per-group accumulator, which the weight scale scales once
+// per group. Zp: the zero points are an input (else 8 for 4 bits, none for 8 bits).
+template <int R, int Bits, bool Zp>
 __attribute__((target("avx2,fma"))) void DotRowsAvx2(const QuantizedRow& a, const NBitsWeights& w,
                                                      int64_t r0, float* out) {
   const int64_t subs = (w.k + kSub - 1) / kSub, groups = NBitsGroups(w.k, w.group);
-  const int64_t row_bytes = NBitsRowBytes(Bits, w.k), sub_bytes = kSub * Bits / 8;
+  const int64_t row_bytes = NBitsRowBytes(Bits, w.k), per_group = w.group / kSub;
+  constexpr int64_t kSubBytes = kSub * Bits / 8;
   const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   __m256 acc[R];
   float corr[R];
@@ -121,30 +129,47 @@ __attribute__((target("avx2,fma"))) void DotRowsAvx2(const QuantizedRow& a, cons
     acc[i] = _mm256_setzero_ps();
     corr[i] = 0.f;
   }
-  const uint8_t* base = w.data + r0 * row_bytes;
+  const uint8_t* rp[R];  // each row's next sub-block (locals: the loop keeps them in registers)
+  for (int i = 0; i < R; ++i) rp[i] = w.data + (r0 + i) * row_bytes;
   const float* scales = w.scales + r0 * groups;
-  for (int64_t b = 0; b < subs; ++b) {
-    const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + b * kSub));
-    const float db = a.d[b];
-    const int64_t g = GroupOf(w, b);
-    for (int i = 0; i < R; ++i) {
-      const uint8_t* sb = base + i * row_bytes + b * sub_bytes;
-      __m256i prod;
-      if constexpr (Bits == 4) {
-        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sb));
-        const __m256i codes =
-            _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low4);
-        prod = _mm256_maddubs_epi16(codes, av);  // unsigned codes x signed activations
-      } else {
-        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb));
-        // |q| x (a with q's sign): maddubs needs one unsigned operand; 128 x 127 x 2 fits int16.
-        prod = _mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(av, q));
+  const uint8_t* zps = Zp ? w.zero_points + r0 * groups : nullptr;
+  const int8_t* __restrict aq = a.q;
+  const float* __restrict ad = a.d;
+  for (int64_t g = 0; g < groups; ++g) {
+    __m256 accg[R];
+    for (int i = 0; i < R; ++i) accg[i] = _mm256_setzero_ps();
+    const int64_t nb = std::min(subs, (g + 1) * per_group) - g * per_group;
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq));
+      const __m256 dv = _mm256_set1_ps(*ad);
+      aq += kSub;
+      ++ad;
+      for (int i = 0; i < R; ++i) {
+        __m256i prod;
+        if constexpr (Bits == 4) {
+          const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rp[i]));
+          const __m256i codes =
+              _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low4);
+          prod = _mm256_maddubs_epi16(codes, av);  // unsigned codes x signed activations
+        } else {
+          const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rp[i]));
+          // |q| x (a with q's sign): maddubs needs one unsigned operand; 128 x 127 x 2 fits.
+          prod = _mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(av, q));
+        }
+        rp[i] += kSubBytes;
+        const __m256 sum = _mm256_cvtepi32_ps(_mm256_madd_epi16(prod, ones));
+        accg[i] = _mm256_fmadd_ps(sum, dv, accg[i]);
       }
-      const __m256 sum = _mm256_cvtepi32_ps(_mm256_madd_epi16(prod, ones));
+    }
+    for (int i = 0; i < R; ++i) {
       const float ws = scales[i * groups + g];
-      acc[i] = _mm256_fmadd_ps(sum, _mm256_set1_ps(ws * db), acc[i]);
-      if constexpr (Bits == 4 || HasZeroPoints) {
-        corr[i] += ws * static_cast<float>(ZeroPoint(w, r0 + i, g)) * a.dsum[b];
+      acc[i] = _mm256_fmadd_ps(accg[i], _mm256_set1_ps(ws), acc[i]);
+      if constexpr (Zp) {
+        const int zp = Bits == 4 ? static_cast<int>(zps[i * groups + g])
+                                 : static_cast<int>(static_cast<int8_t>(zps[i * groups + g]));
+        corr[i] += ws * static_cast<float>(zp) * a.gsum[g];
+      } else if constexpr (Bits == 4) {
+        corr[i] += ws * 8.f * a.gsum[g];
       }
     }
   }
@@ -191,15 +216,16 @@ void DotRows(bool vector, int rows, const QuantizedRow& a, const NBitsWeights& w
 // rows, each group against every row of A while its bytes are in L1.
 void SmallM(const float* a, int64_t m, const NBitsWeights& w, float* y, bool vector) {
   const int64_t subs = (w.k + kSub - 1) / kSub;
+  const int64_t groups = NBitsGroups(w.k, w.group);
   thread_local std::vector<int8_t> q;
   thread_local std::vector<float> d;
   q.resize(m * subs * kSub);
-  d.resize(2 * m * subs);
+  d.resize(m * (subs + groups));
   std::vector<QuantizedRow> rows(m);
   for (int64_t i = 0; i < m; ++i) {
     int8_t* qi = q.data() + i * subs * kSub;
-    float* di = d.data() + 2 * i * subs;
-    QuantizeActivations(a + i * w.k, w.k, qi, di, di + subs);
+    float* di = d.data() + i * (subs + groups);
+    QuantizeActivations(a + i * w.k, w.k, w.group, qi, di, di + subs);
     rows[i] = {qi, di, di + subs};
   }
   const int64_t tasks = (w.n + kRowsPerTask - 1) / kRowsPerTask;
