@@ -176,6 +176,9 @@ def main():
     # precision or group size they do not take, a corrupt config.
     qdir = os.path.join(d, "not_a_decoder")
     os.makedirs(qdir, exist_ok=True)
+    for f in ("config.json", "model.onnx"):  # a rerun in the same work dir starts empty
+        if os.path.exists(os.path.join(qdir, f)):
+            os.remove(os.path.join(qdir, f))
     qout = os.path.join(d, "quantized_out")
     expect_error("quantize a folder without config.json",
                  ["quantize", qdir, "-o", qout, "--precision", "int4"], "not a decoder model folder")
