@@ -1,5 +1,7 @@
 #include "optimizer/sibling_matmul_merge.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -83,15 +85,24 @@ bool IsNBits(const Graph& g, const Node& n) {
   for (size_t i = 1; i < n.inputs.size(); ++i) {
     if (!g.initializers.count(n.inputs[i]) || g.IsGraphInput(n.inputs[i])) return false;
   }
-  const Tensor& q = g.initializers.at(n.inputs[1]);
-  return q.rank() == 2 && n.GetInt("N", 0) == q.dim(0);
+  // Rank 2 with N rows each (else the kernel refuses the node when it loads; it is left alone).
+  for (size_t i = 1; i < n.inputs.size(); ++i) {
+    const Tensor& t = g.initializers.at(n.inputs[i]);
+    if (t.rank() != 2 || t.dim(0) != n.GetInt("N", 0)) return false;
+  }
+  return true;
 }
 
-// Everything but N must agree: A, K, bits, block size, zero points or none.
-std::string NBitsKey(const Node& n) {
-  return n.inputs[0] + "|" + std::to_string(n.GetInt("K", 0)) + "|" +
-         std::to_string(n.GetInt("bits", 0)) + "|" + std::to_string(n.GetInt("block_size", 0)) +
-         "|" + std::to_string(n.inputs.size());
+// Everything but N must agree: A, K, bits, block size, zero points or none, row sizes.
+std::string NBitsKey(const Graph& g, const Node& n) {
+  std::string key = n.inputs[0] + "|" + std::to_string(n.GetInt("K", 0)) + "|" +
+                    std::to_string(n.GetInt("bits", 0)) + "|" +
+                    std::to_string(n.GetInt("block_size", 0));
+  for (size_t i = 1; i < n.inputs.size(); ++i) {
+    const Tensor& t = g.initializers.at(n.inputs[i]);
+    key += fmt::format("|{}:{}", static_cast<int>(t.dtype()), t.dim(1));
+  }
+  return key;
 }
 
 // The tensors' rows one after the other (same dtype, same row size).
@@ -157,7 +168,7 @@ StatusOr<int> SiblingMatMulMerge::Run(Graph& graph) const {
     std::vector<std::string> order;
     for (const auto& n : graph.nodes) {
       if (!IsNBits(graph, *n)) continue;
-      const std::string key = NBitsKey(*n);
+      const std::string key = NBitsKey(graph, *n);
       if (groups[key].empty()) order.push_back(key);
       groups[key].push_back(n.get());
     }
