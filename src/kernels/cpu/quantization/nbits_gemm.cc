@@ -50,7 +50,27 @@ struct QuantizedRow {
   const int8_t* q;
   const float* d;
   const float* gsum;
+  // The 4-bit vector kernel's layout, per pair of sub-blocks (2p, 2p+1): 64 values, first the
+  // low halves [q(2p)[0..16), q(2p+1)[0..16)], then the high halves (the order one 32-byte load of
+  // two packed sub-blocks unpacks to), and 8 scales [d(2p) x4, d(2p+1) x4]; an odd last sub-block
+  // pairs with zeros. Null when not prepared.
+  const int8_t* pq = nullptr;
+  const float* pd = nullptr;
 };
+
+// Fills the pair layout (pq: ceil(subs / 2) * 64 bytes, pd: ceil(subs / 2) * 8 floats).
+void PairActivations(const int8_t* q, const float* d, int64_t subs, int8_t* pq, float* pd) {
+  for (int64_t p = 0; p < (subs + 1) / 2; ++p) {
+    for (int h = 0; h < 2; ++h) {  // h: which sub-block of the pair
+      const int64_t b = 2 * p + h;
+      for (int j = 0; j < 16; ++j) {
+        pq[p * 64 + h * 16 + j] = b < subs ? q[b * kSub + j] : 0;
+        pq[p * 64 + 32 + h * 16 + j] = b < subs ? q[b * kSub + 16 + j] : 0;
+      }
+      for (int j = 0; j < 4; ++j) pd[p * 8 + h * 4 + j] = b < subs ? d[b] : 0.f;
+    }
+  }
+}
 
 void QuantizeActivations(const float* a, int64_t k, int64_t group, int8_t* q, float* d,
                          float* gsum) {
@@ -176,6 +196,76 @@ __attribute__((target("avx2,fma"))) void DotRowsAvx2(const QuantizedRow& a, cons
   for (int i = 0; i < R; ++i) out[i] = HorizontalSum(acc[i]) - corr[i];
 }
 
+// The 4-bit kernel over pairs of sub-blocks: one 32-byte load holds 64 codes of a row, whose low
+// and high nibbles meet the pair layout's activations in two maddubs (int16 sums <= 2 x 3810), one
+// madd and one float conversion per 64 values; each lane's scale is activation scale x weight
+// scale (the two sub-blocks' groups differ at group 32).
+template <int R, bool Zp>
+__attribute__((target("avx2,fma"))) void DotRows4Avx2(const QuantizedRow& a, const NBitsWeights& w,
+                                                      int64_t r0, float* out) {
+  const int64_t subs = (w.k + kSub - 1) / kSub, groups = NBitsGroups(w.k, w.group);
+  const int64_t row_bytes = NBitsRowBytes(4, w.k), pairs = subs / 2;
+  const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  const __m256i halves = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+  const bool g32 = w.group == kSub;
+  const int shift = w.group == 64 ? 6 : 7;  // group of a sub-block's first value when not 32
+  __m256 acc[R];
+  const uint8_t* rp[R];
+  const float* sc[R];
+  for (int i = 0; i < R; ++i) {
+    acc[i] = _mm256_setzero_ps();
+    rp[i] = w.data + (r0 + i) * row_bytes;
+    sc[i] = w.scales + (r0 + i) * groups;
+  }
+  auto lane_scales = [&](int i, int64_t b) {  // weight scales of sub-blocks b, b + 1 (or 0)
+    if (g32) {  // one 8-byte load of the two scales, except for an odd last sub-block
+      const __m128 two =
+          b + 1 < subs ? _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(sc[i] + b)))
+                       : _mm_set_ss(sc[i][b]);
+      return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(two), halves);
+    }
+    return _mm256_set1_ps(sc[i][(b * kSub) >> shift]);
+  };
+  for (int64_t p = 0; p < (subs + 1) / 2; ++p) {
+    const __m256i alo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.pq + p * 64));
+    const __m256i ahi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.pq + p * 64 + 32));
+    const __m256 dv = _mm256_loadu_ps(a.pd + p * 8);
+    for (int i = 0; i < R; ++i) {
+      __m256i raw;
+      if (p < pairs) {
+        raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rp[i] + p * 32));
+      } else {  // the odd last sub-block: 16 bytes (its pair's activations are zeros)
+        raw = _mm256_castsi128_si256(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(rp[i] + p * 32)));
+      }
+      const __m256i lo = _mm256_and_si256(raw, low4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+      const __m256i s16 =
+          _mm256_add_epi16(_mm256_maddubs_epi16(lo, alo), _mm256_maddubs_epi16(hi, ahi));
+      const __m256 sum = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones));
+      acc[i] = _mm256_fmadd_ps(sum, _mm256_mul_ps(dv, lane_scales(i, 2 * p)), acc[i]);
+    }
+  }
+  for (int i = 0; i < R; ++i) {
+    float corr = 0.f;
+    for (int64_t g = 0; g < groups; ++g) {
+      const float zp = Zp ? static_cast<float>(w.zero_points[(r0 + i) * groups + g]) : 8.f;
+      corr += sc[i][g] * zp * a.gsum[g];
+    }
+    out[i] = HorizontalSum(acc[i]) - corr;
+  }
+}
+
+template <bool Zp>
+void DotRows4Any(int rows, const QuantizedRow& a, const NBitsWeights& w, int64_t r0, float* out) {
+  switch (rows) {
+    case 1: return DotRows4Avx2<1, Zp>(a, w, r0, out);
+    case 2: return DotRows4Avx2<2, Zp>(a, w, r0, out);
+    case 3: return DotRows4Avx2<3, Zp>(a, w, r0, out);
+    default: return DotRows4Avx2<4, Zp>(a, w, r0, out);
+  }
+}
+
 template <int Bits, bool Zp>
 void DotRowsAvx2Any(int rows, const QuantizedRow& a, const NBitsWeights& w, int64_t r0,
                     float* out) {
@@ -201,8 +291,7 @@ void DotRows(bool vector, int rows, const QuantizedRow& a, const NBitsWeights& w
   if (vector) {
     const bool zp = w.zero_points != nullptr;
     if (w.bits == 4) {
-      return zp ? DotRowsAvx2Any<4, true>(rows, a, w, r0, out)
-                : DotRowsAvx2Any<4, false>(rows, a, w, r0, out);
+      return zp ? DotRows4Any<true>(rows, a, w, r0, out) : DotRows4Any<false>(rows, a, w, r0, out);
     }
     return zp ? DotRowsAvx2Any<8, true>(rows, a, w, r0, out)
               : DotRowsAvx2Any<8, false>(rows, a, w, r0, out);
@@ -222,11 +311,24 @@ void SmallM(const float* a, int64_t m, const NBitsWeights& w, float* y, bool vec
   q.resize(m * subs * kSub);
   d.resize(m * (subs + groups));
   std::vector<QuantizedRow> rows(m);
+  const bool pairs = vector && w.bits == 4;
+  const int64_t npairs = (subs + 1) / 2;
+  thread_local std::vector<int8_t> pq;
+  thread_local std::vector<float> pd;
+  if (pairs) {
+    pq.resize(m * npairs * 64);
+    pd.resize(m * npairs * 8);
+  }
   for (int64_t i = 0; i < m; ++i) {
     int8_t* qi = q.data() + i * subs * kSub;
     float* di = d.data() + i * (subs + groups);
     QuantizeActivations(a + i * w.k, w.k, w.group, qi, di, di + subs);
     rows[i] = {qi, di, di + subs};
+    if (pairs) {
+      PairActivations(qi, di, subs, pq.data() + i * npairs * 64, pd.data() + i * npairs * 8);
+      rows[i].pq = pq.data() + i * npairs * 64;
+      rows[i].pd = pd.data() + i * npairs * 8;
+    }
   }
   const int64_t tasks = (w.n + kRowsPerTask - 1) / kRowsPerTask;
   // At least ~64K multiply-adds per thread chunk, so small products stay on the calling thread.
