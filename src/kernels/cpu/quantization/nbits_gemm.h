@@ -12,9 +12,11 @@
 // int8 for 8 bits; absent when symmetric), group 32, 64 or 128 values along K.
 //
 // The product for few rows (decode: M <= kNBitsSmallM) never expands the weights: each row of A
-// is quantized to int8 per 32 values (scale max|a| / 127, as ggml's Q8_0), and each sub-block's
-// dot product is an integer one (AVX2: maddubs/madd on the raw codes, the zero point taken out
-// through the sum of the quantized activations), scaled by weight scale × activation scale into
+// is quantized to int8 per 32 values (scale max|a| / 127 against 4-bit weights, as ggml's Q8_0;
+// max|a| / 63 against 8-bit ones, so that maddubs can take their codes as unsigned bytes), and
+// each sub-block's dot product is an integer one (AVX2: maddubs/madd on the raw codes, the zero
+// point taken out through the sum of the quantized activations), scaled by weight scale ×
+// activation scale into
 // a float32 accumulator. Rows of A are independent: a row's result does not depend on M or the
 // thread split. More rows (prefill) dequantize 16 weight rows at a time into a [K, 16] float32
 // panel and run util/panel_gemm.h's tile kernel over all of A: float activations, the weights

@@ -104,9 +104,10 @@ TEST(NBitsTest, ConstantAndZeroGroupsAreExact) {
 }
 
 // y = a · dequant(W)ᵀ in double, and the bound of the activation rounding: each value of a moves
-// by at most half its sub-block's step max|a| / 127 / 2, so |Δy| <= Σ |w| · step / 2.
+// by at most half its sub-block's step max|a| / L (L = 127 against 4-bit weights, 63 against 8-bit
+// ones), so |Δy| <= Σ |w| · step / 2.
 void Reference(const std::vector<float>& a, int64_t m, const std::vector<float>& dq, int64_t n,
-               int64_t k, std::vector<double>* y, std::vector<double>* bound) {
+               int64_t k, int bits, std::vector<double>* y, std::vector<double>* bound) {
   y->assign(m * n, 0.0);
   bound->assign(m * n, 0.0);
   for (int64_t i = 0; i < m; ++i) {
@@ -114,7 +115,7 @@ void Reference(const std::vector<float>& a, int64_t m, const std::vector<float>&
     for (int64_t b = 0; b < k; b += 32) {
       double amax = 0;
       for (int64_t j = b; j < std::min(k, b + 32); ++j) amax = std::max(amax, double(std::fabs(a[i * k + j])));
-      for (int64_t j = b; j < std::min(k, b + 32); ++j) step[j] = amax / 127.0;
+      for (int64_t j = b; j < std::min(k, b + 32); ++j) step[j] = amax / (bits == 4 ? 127.0 : 63.0);
     }
     for (int64_t r = 0; r < n; ++r) {
       double s = 0, e = 0, mag = 0;
@@ -138,7 +139,7 @@ TEST(NBitsTest, SmallMMatchesDequantizedReferenceWithinActivationRounding) {
         const std::vector<float> a = Random(m * k, 3 + k, -2.f, 2.f);
         Packed p = Pack(w, n, k, c.bits, c.group, c.asym);
         std::vector<double> ref, bound;
-        Reference(a, m, Dequantize(p.view), n, k, &ref, &bound);
+        Reference(a, m, Dequantize(p.view), n, k, c.bits, &ref, &bound);
         std::vector<float> y(m * n), ys(m * n);
         cpu::NBitsMatMul(a.data(), m, p.view, y.data());
         cpu::NBitsMatMulSmallMScalar(a.data(), m, p.view, ys.data());
@@ -159,7 +160,7 @@ TEST(NBitsTest, BatchedPathIsFloatExact) {
       const std::vector<float> a = Random(m * k, 5, -1.f, 1.f);
       Packed p = Pack(w, n, k, c.bits, c.group, c.asym);
       std::vector<double> ref, bound;
-      Reference(a, m, Dequantize(p.view), n, k, &ref, &bound);
+      Reference(a, m, Dequantize(p.view), n, k, c.bits, &ref, &bound);
       std::vector<float> y(m * n);
       cpu::NBitsMatMul(a.data(), m, p.view, y.data());
       for (int64_t i = 0; i < m * n; ++i) {
