@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes a GGUF file (llama.cpp's model format) from one of our model folders, with numpy only.
 
-    gguf_writer.py MODEL_DIR OUT.gguf [--type f32|q8_0]
+    gguf_writer.py MODEL_DIR OUT.gguf [--type f32|q8_0|q4_0]
 
 MODEL_DIR is a folder of scripts/generation/build_models.py (config.json, weights.npz under Hugging
 Face parameter names, tokenizer.model). The file follows ggml's docs/gguf.md (version 3): header,
@@ -40,9 +40,9 @@ ALIGNMENT = 32
 # gguf_metadata_value_type
 T_UINT32, T_INT32, T_FLOAT32, T_BOOL, T_STRING, T_ARRAY = 4, 5, 6, 7, 8, 9
 # ggml_type
-GGML_F32, GGML_Q8_0 = 0, 8
+GGML_F32, GGML_Q4_0, GGML_Q8_0 = 0, 2, 8
 # llama_ftype (general.file_type)
-FTYPE = {"f32": 0, "q8_0": 7}
+FTYPE = {"f32": 0, "q8_0": 7, "q4_0": 2}
 QK8_0 = 32
 
 # tokenizer.ggml.token_type values (llama.cpp's llama_token_type)
@@ -106,6 +106,34 @@ def dequantize_q8_0(data, shape):
     raw = np.frombuffer(data, dtype=np.uint8).reshape(-1, 2 + QK8_0)
     d = raw[:, :2].copy().view("<f2").astype(np.float32)
     q = raw[:, 2:].copy().view(np.int8).astype(np.float32)
+    return (q * d).reshape(shape)
+
+
+def quantize_q4_0(x):
+    """[rows, cols] float32 (cols % 32 == 0) -> bytes of block_q4_0 rows (18 bytes per block):
+    ggml's quantize_row_q4_0_ref: d = the signed value of largest magnitude / -8, nibble =
+    min(15, trunc(x / d + 8.5)), byte j = value j (low nibble) | value j + 16 (high nibble)."""
+    rows, cols = x.shape
+    if cols % QK8_0:
+        raise GgufError(f"Q4_0 needs rows of a multiple of {QK8_0} values, got {cols}")
+    blocks = x.astype(np.float32).reshape(-1, QK8_0)
+    idx = np.abs(blocks).argmax(axis=1)
+    big = blocks[np.arange(blocks.shape[0]), idx][:, None]
+    d = (big / -8.0).astype(np.float32)
+    inv = np.divide(1.0, d, out=np.zeros_like(d), where=d != 0)
+    q = np.minimum(15, (blocks * inv + 8.5).astype(np.int8)).astype(np.uint8)
+    out = np.empty((blocks.shape[0], 2 + QK8_0 // 2), dtype=np.uint8)
+    out[:, :2] = d.astype("<f2").view(np.uint8).reshape(-1, 2)
+    out[:, 2:] = q[:, :16] | (q[:, 16:] << 4)
+    return out.tobytes()
+
+
+def dequantize_q4_0(data, shape):
+    """Inverse of quantize_q4_0."""
+    raw = np.frombuffer(data, dtype=np.uint8).reshape(-1, 2 + QK8_0 // 2)
+    d = raw[:, :2].copy().view("<f2").astype(np.float32)
+    qs = raw[:, 2:]
+    q = np.concatenate([qs & 15, qs >> 4], axis=1).astype(np.float32) - 8
     return (q * d).reshape(shape)
 
 
@@ -234,6 +262,8 @@ def encode_tensor(name, a, qtype):
     dims = list(reversed(a.shape))
     if qtype == "q8_0" and a.ndim == 2 and a.shape[1] % QK8_0 == 0:
         return GGML_Q8_0, dims, quantize_q8_0(a)
+    if qtype == "q4_0" and a.ndim == 2 and a.shape[1] % QK8_0 == 0:
+        return GGML_Q4_0, dims, quantize_q4_0(a)
     return GGML_F32, dims, a.astype("<f4").tobytes()
 
 
@@ -278,7 +308,7 @@ def load_model_dir(model_dir):
 def convert(model_dir, out_path, qtype="f32"):
     """Writes OUT from MODEL_DIR; returns the bytes of tensor data (the weights read per token)."""
     if qtype not in FTYPE:
-        raise GgufError(f"--type must be f32 or q8_0, got '{qtype}'")
+        raise GgufError(f"--type must be f32, q8_0 or q4_0, got '{qtype}'")
     cfg, w = load_model_dir(model_dir)
     try:
         tensors = llama_tensors(w, cfg) if cfg["model_type"] == "llama" else gpt2_tensors(w, cfg)

@@ -65,6 +65,9 @@ def read_gguf(path):
         shape = tuple(reversed(dims))
         if t == gw.GGML_F32:
             tensors[name] = np.frombuffer(data, "<f4", n, start + off).reshape(shape)
+        elif t == gw.GGML_Q4_0:
+            nbytes = n // gw.QK8_0 * (2 + gw.QK8_0 // 2)
+            tensors[name] = gw.dequantize_q4_0(data[start + off:start + off + nbytes], shape)
         else:
             nbytes = n // gw.QK8_0 * (2 + gw.QK8_0)
             tensors[name] = gw.dequantize_q8_0(data[start + off:start + off + nbytes], shape)
@@ -132,6 +135,35 @@ class GgufWriterTest(unittest.TestCase):
         with self.assertRaisesRegex(gw.GgufError, "multiple of 32"):
             gw.quantize_q8_0(np.zeros((2, 33), np.float32))
 
+    def test_q4_0(self):
+        rng = np.random.default_rng(4)
+        x = rng.standard_normal((5, 64)).astype(np.float32)
+        x[2] = 0
+        data = gw.quantize_q4_0(x)
+        self.assertEqual(len(data), 5 * 2 * 18)
+        y = gw.dequantize_q4_0(data, x.shape)
+        step = np.abs(x.reshape(-1, 32)).max(1, keepdims=True) / 8
+        # One step (the largest value of the other sign is clipped at +7), plus fp16 scale error.
+        self.assertTrue(np.all(np.abs(y - x).reshape(-1, 32) <= step * (1 + 8 * 2**-10) + 1e-12))
+        # The value of largest magnitude is exact (code 0) up to the fp16 scale.
+        blocks, yb = x.reshape(-1, 32), y.reshape(-1, 32)
+        i = np.abs(blocks).argmax(1)
+        np.testing.assert_allclose(yb[np.arange(len(i)), i], blocks[np.arange(len(i)), i], rtol=2e-3)
+        np.testing.assert_array_equal(y[2], 0)
+        with self.assertRaisesRegex(gw.GgufError, "multiple of 32"):
+            gw.quantize_q4_0(np.zeros((2, 33), np.float32))
+
+    def test_q4_file(self):
+        out = self.dir / "q4.gguf"
+        gw.convert(self.dir / "llama", out, "q4_0")
+        _, _, meta, t, infos = read_gguf(out)
+        types = {n: ty for n, _, ty, _ in infos}
+        self.assertEqual(meta["general.file_type"], 2)
+        self.assertEqual(types["blk.0.ffn_up.weight"], gw.GGML_Q4_0)
+        self.assertEqual(types["blk.0.attn_norm.weight"], gw.GGML_F32)
+        w = self.w["model.layers.0.mlp.up_proj.weight"]
+        np.testing.assert_allclose(t["blk.0.ffn_up.weight"], w, atol=np.abs(w).max() / 8 * 1.01)
+
     def test_q8_file_keeps_norms_f32(self):
         out = self.dir / "q.gguf"
         gw.convert(self.dir / "llama", out, "q8_0")
@@ -163,7 +195,7 @@ class GgufWriterTest(unittest.TestCase):
         (corrupt / "tokenizer.model").write_bytes(b"not a model")
         with self.assertRaisesRegex(gw.GgufError, "not a sentencepiece model"):
             gw.convert(corrupt, self.dir / "x.gguf")
-        with self.assertRaisesRegex(gw.GgufError, "f32 or q8_0"):
+        with self.assertRaisesRegex(gw.GgufError, "f32, q8_0 or q4_0"):
             gw.convert(self.dir / "llama", self.dir / "x.gguf", "q4")
 
     def test_reference_logits_are_numpy_forward(self):

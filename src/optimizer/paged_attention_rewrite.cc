@@ -226,7 +226,11 @@ Status GatherLogitsRows(Graph& g) {
       if (o == "logits") head = n.get();
     }
   }
-  if (head == nullptr || !IsStandardOp(head, "MatMul") || !g.IsGraphOutput("logits")) {
+  // A weight-only quantized head (ai.inferd.MatMulNBits) takes the gathered rows the same way.
+  const bool nbits_head =
+      head != nullptr && head->domain == kInferdDomain && head->op_type == "MatMulNBits";
+  if (head == nullptr || (!IsStandardOp(head, "MatMul") && !nbits_head) ||
+      !g.IsGraphOutput("logits")) {
     return Status::Ok();
   }
   GraphEditor ed(g);

@@ -9,7 +9,9 @@
 // the same dot product as before.
 //
 // Matches standard MatMul nodes with input 0 the same value and input 1 a float32 rank-2
-// initializer with the same K; at least two per group. The originals' initializers are erased when
+// initializer with the same K; at least two per group. Weight-only quantized projections
+// (ai.inferd.MatMulNBits, quantize/nbits_weights.h) merge the same way when A, K, bits, block size
+// and the presence of zero points agree: their packed rows, scales and zero points are stacked. The originals' initializers are erased when
 // nothing else reads them. Not part of the general pipeline (encoder attention fusion expects
 // separate projections); the decoder runner applies it (src/generation/model_runner.cc).
 #pragma once

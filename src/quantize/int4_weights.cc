@@ -8,6 +8,7 @@
 
 #include "graph/prune.h"
 #include "kernels/cpu/cpu_provider.h"
+#include "kernels/cpu/quantization/nbits_gemm.h"
 #include "optimizer/fusion_util.h"
 #include "optimizer/pipeline.h"
 #include "quantize/model_util.h"
@@ -38,18 +39,19 @@ void PackInt4(const Tensor& w, int64_t block, Tensor* packed, Tensor* scales) {
 
 namespace {
 
-// SQNR of `w` (rows along the packing) against its int4 round trip.
-double Int4Sqnr(const Tensor& w, const Tensor& packed, const Tensor& scales, int64_t block) {
-  Tensor dq = Tensor::Allocate(DataType::kFloat32, w.shape());
-  const int64_t cols = w.dim(1), blocks = scales.dim(1), rb = packed.dim(1);
-  for (int64_t r = 0; r < w.dim(0); ++r) {
-    for (int64_t i = 0; i < cols; ++i) {
-      uint8_t b = packed.data<uint8_t>()[r * rb + (i >> 1)];
-      int nib = (i & 1) ? (b >> 4) : (b & 15);
-      dq.data<float>()[r * cols + i] = (nib - 8) * scales.data<float>()[r * blocks + i / block];
-    }
-  }
-  return Sqnr(w, dq);
+// `rows` [R, C] float32 as ai.inferd.MatMulNBits/GatherNBits 4-bit weights (symmetric, groups of
+// `block` along C; kernels/cpu/quantization/nbits_gemm.h) and the SQNR of their round trip.
+void PackNBits4(const Tensor& rows, int64_t block, Tensor* packed, Tensor* scales, double* sqnr) {
+  const int64_t r = rows.dim(0), c = rows.dim(1);
+  *packed = Tensor::Allocate(DataType::kUInt8, {r, cpu::NBitsRowBytes(4, c)});
+  *scales = Tensor::Allocate(DataType::kFloat32, {r, cpu::NBitsGroups(c, block)});
+  cpu::QuantizeNBits(rows.data<float>(), r, c, 4, block, false, packed->data<uint8_t>(),
+                     scales->data<float>(), nullptr);
+  const cpu::NBitsWeights view{4, r, c, block, packed->data<uint8_t>(), scales->data<float>(),
+                               nullptr};
+  Tensor dq = Tensor::Allocate(DataType::kFloat32, rows.shape());
+  for (int64_t i = 0; i < r; ++i) cpu::DequantizeNBitsRow(view, i, dq.data<float>() + i * c);
+  *sqnr = Sqnr(rows, dq);
 }
 
 }  // namespace
@@ -98,13 +100,19 @@ Status QuantizeInt4Weights(Model& model, const QuantizeOptions& o, QuantizeRepor
     // Pack along the reduction dim: rows = N (MatMul: B^T), or the table's rows (Gather).
     Tensor w = it->second;
     Tensor rows_major = gather ? w : (gemm && n->GetInt("transB", 0) ? w : Transpose2D(w));
+    const float* wd = rows_major.data<float>();
+    if (!std::all_of(wd, wd + rows_major.NumElements(), [](float v) { return std::isfinite(v); })) {
+      return InvalidArgument("weight '{}' has non-finite values; cannot quantize to int4",
+                             n->inputs[w_input]);
+    }
     Tensor packed, scales;
-    PackInt4(rows_major, block, &packed, &scales);
+    double sqnr = 0;
+    PackNBits4(rows_major, block, &packed, &scales, &sqnr);
     QuantizeReport::Layer layer;
     layer.node = label;
     layer.op_type = n->op_type + " (int4)";
     layer.output = n->outputs[0];
-    layer.weight_sqnr_db = Int4Sqnr(rows_major, packed, scales, block);
+    layer.weight_sqnr_db = sqnr;
     report->layers.push_back(layer);
     const std::string base = n->inputs[w_input];
     std::string qn = unique(base + "_int4"), sn = unique(base + "_int4_scale");
@@ -127,18 +135,15 @@ Status QuantizeInt4Weights(Model& model, const QuantizeOptions& o, QuantizeRepor
         out = mm;
       }
     }
-    n->op_type = gather ? "GatherInt4" : "MatMulInt4";
+    n->op_type = gather ? "GatherNBits" : "MatMulNBits";
     n->domain = "ai.inferd";
     n->inputs = ins;
     n->outputs = {out};
     n->attributes.clear();
+    n->attributes["bits"] = IntAttr(4);
     n->attributes["block_size"] = IntAttr(block);
-    if (gather) {
-      n->attributes["D"] = IntAttr(rows_major.dim(1));
-    } else {
-      n->attributes["K"] = IntAttr(rows_major.dim(1));
-      n->attributes["N"] = IntAttr(rows_major.dim(0));
-    }
+    n->attributes["K"] = IntAttr(rows_major.dim(1));
+    if (!gather) n->attributes["N"] = IntAttr(rows_major.dim(0));
   }
   if (report->layers.empty()) {
     return InvalidArgument("no MatMul, Gemm or Gather with constant 2-D float32 weights for int4");

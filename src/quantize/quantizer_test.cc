@@ -434,7 +434,13 @@ TEST_F(QuantizeModelTest, Int4WeightsMatMulGemmGather) {
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(report.layers.size(), 4u);  // embed, fc1, fc2, fc3
   int int4_ops = 0;
-  for (const auto& n : m.graph.nodes) int4_ops += n->domain == "ai.inferd";
+  for (const auto& n : m.graph.nodes) {
+    // The nbits kernels (MatMulNBits for the Gemms, GatherNBits for the table), 4 bits.
+    if (n->domain != "ai.inferd") continue;
+    ++int4_ops;
+    EXPECT_TRUE(n->op_type == "MatMulNBits" || n->op_type == "GatherNBits") << n->op_type;
+    EXPECT_EQ(n->GetInt("bits", 0), 4);
+  }
   EXPECT_EQ(int4_ops, 4);
   EXPECT_LT(report.bytes_after, report.bytes_before / 4);
   for (const auto& l : report.layers) EXPECT_GT(l.weight_sqnr_db, 15) << l.node;

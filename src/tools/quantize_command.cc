@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "graph/onnx_io.h"
+#include "quantize/nbits_weights.h"
 #include "quantize/quantizer.h"
 
 namespace inferd::tools {
@@ -13,7 +14,10 @@ namespace inferd::tools {
 CLI::App* AddQuantizeSubcommand(CLI::App& app, QuantizeCommandOptions* o) {
   CLI::App* cmd = app.add_subcommand(
       "quantize", "Quantize a model to int8 (QDQ), bf16 or fp16 weights, or int4 weights");
-  cmd->add_option("model", o->input, "Model file (.onnx)")->required();
+  cmd->add_option("model", o->input,
+                  "Model file (.onnx), or a decoder folder (config.json + model.onnx) for "
+                  "weight-only int4/int8")
+      ->required();
   cmd->add_option("--output,-o", o->output, "Where to write the quantized model")->required();
   cmd->add_option("--precision,-p", o->precision, "int8, bf16, fp16 or int4 (default int8)");
   cmd->add_option("--calibration,-c", o->calibration,
@@ -45,13 +49,65 @@ CLI::App* AddQuantizeSubcommand(CLI::App& app, QuantizeCommandOptions* o) {
                   "int8: weight bits, 8 or 7 (0 = for this CPU: 7 without AVX-512 VNNI, where "
                   "only 7-bit weights take the fast int8 kernels exactly)")
       ->check(CLI::IsMember({0, 7, 8}));
-  cmd->add_option("--block-size", o->block_size, "int4: values per scale block (32, 64, 128)");
+  cmd->add_option("--block-size,--group-size", o->block_size,
+                  "int4 (and int8 for decoder folders): values per scale group (32, 64, 128)");
+  cmd->add_flag("--asymmetric", o->asymmetric,
+                "Decoder folders: a zero point per group (default symmetric)");
   cmd->add_option("--threads,-t", o->threads, "Threads for calibration (0 = all cores)")
       ->check(CLI::Range(0, 4096));
   return cmd;
 }
 
+namespace {
+
+// A decoder folder: weight-only int4/int8 into another folder.
+Status QuantizeDecoderCommand(const QuantizeCommandOptions& options, std::ostream& out) {
+  quantize::NBitsOptions o;
+  if (options.precision == "int4") {
+    o.bits = 4;
+  } else if (options.precision == "int8") {
+    o.bits = 8;
+  } else {
+    return InvalidArgument(
+        "{} is a decoder folder: it takes --precision int4 or int8 (weight-only), not '{}'",
+        options.input.string(), options.precision);
+  }
+  if (options.dynamic || !options.calibration.empty()) {
+    return InvalidArgument("decoder folders take weight-only int4/int8: no --dynamic or "
+                           "--calibration");
+  }
+  o.group_size = options.block_size;
+  o.asymmetric = options.asymmetric;
+  std::stringstream names(options.exclude);
+  for (std::string n; std::getline(names, n, ',');) {
+    if (!n.empty()) o.exclude.push_back(n);
+  }
+  quantize::QuantizeReport report;
+  report.precision = o.bits == 4 ? quantize::Precision::kInt4 : quantize::Precision::kInt8;
+  report.weight_bits = o.bits;
+  RETURN_IF_ERROR(quantize::QuantizeDecoderFolder(options.input, options.output, o, &report));
+  if (options.report == "-") {
+    out << report.ToString();
+  } else if (!options.report.empty()) {
+    std::ofstream f(options.report);
+    f << report.ToString();
+    if (!f) return InvalidArgument("cannot write report {}", options.report.string());
+  }
+  out << fmt::format("wrote {} (int{} weights, group {}, {}, {} layers, weights {} MB -> {} MB)\n",
+                     options.output.string(), o.bits, o.group_size,
+                     o.asymmetric ? "asymmetric" : "symmetric", report.layers.size(),
+                     report.bytes_before / 1e6, report.bytes_after / 1e6);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status QuantizeModelCommand(const QuantizeCommandOptions& options, std::ostream& out) {
+  if (options.output.empty()) return InvalidArgument("no output path given (-o OUT.onnx)");
+  if (std::filesystem::is_directory(options.input)) return QuantizeDecoderCommand(options, out);
+  if (options.asymmetric) {
+    return InvalidArgument("--asymmetric is for decoder folders (weight-only int4/int8)");
+  }
   quantize::QuantizeOptions q;
   ASSIGN_OR_RETURN(q.precision, quantize::ParsePrecision(options.precision));
   ASSIGN_OR_RETURN(q.method, quantize::ParseCalibrationMethod(options.method));

@@ -1,5 +1,8 @@
 // `inferd quantize IN.onnx -o OUT.onnx --precision int8|bf16|fp16|int4 [--calibration DIR] ...`:
 // quantizes a model (src/quantize/quantizer.h) and writes it as standard ONNX (INT8 as QDQ).
+// `inferd quantize DECODER_DIR -o OUT_DIR --precision int4|int8 [--group-size 32|64|128]
+// [--asymmetric]`: a decoder folder (config.json + model.onnx) gets weight-only INT4/INT8
+// (quantize/nbits_weights.h) and is written as a folder the decoder loader runs.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -25,7 +28,8 @@ struct QuantizeCommandOptions {
   std::string exclude;           // comma-separated node names
   std::filesystem::path report;  // write the per-layer report here ("-": stdout)
   int threads = 0;
-  int64_t block_size = 32;     // --block-size for int4
+  int64_t block_size = 32;     // --block-size / --group-size for int4 (and decoder int8)
+  bool asymmetric = false;     // --asymmetric: decoder folders, per-group zero points
   int weight_bits = 0;         // --weight-bits for int8 (0: for this CPU)
   double accuracy_target = 0;  // --accuracy-target (0: off)
   std::string accuracy_metric = "sqnr";

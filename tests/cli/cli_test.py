@@ -172,6 +172,34 @@ def main():
                  "--max-load-time-secs", code=2)
     expect_error("serve --max-warmup-bytes 0",
                  ["serve", "--model-repository", d, "--max-warmup-bytes", "0"], "size", code=1)
+    # Weight-only int4/int8 of decoder folders (issue 16): a folder that is not a decoder, a
+    # precision or group size they do not take, a corrupt config.
+    qdir = os.path.join(d, "not_a_decoder")
+    os.makedirs(qdir, exist_ok=True)
+    for f in ("config.json", "model.onnx"):  # a rerun in the same work dir starts empty
+        if os.path.exists(os.path.join(qdir, f)):
+            os.remove(os.path.join(qdir, f))
+    qout = os.path.join(d, "quantized_out")
+    expect_error("quantize a folder without config.json",
+                 ["quantize", qdir, "-o", qout, "--precision", "int4"], "not a decoder model folder")
+    with open(os.path.join(qdir, "config.json"), "w") as f:
+        f.write("{not json")
+    with open(os.path.join(qdir, "model.onnx"), "wb") as f:
+        f.write(open(paths["good"], "rb").read())
+    expect_error("quantize a decoder folder with a corrupt config.json",
+                 ["quantize", qdir, "-o", qout, "--precision", "int4"], "not a JSON object")
+    with open(os.path.join(qdir, "config.json"), "w") as f:
+        f.write("{}")
+    expect_error("quantize a decoder folder to bf16", ["quantize", qdir, "-o", qout,
+                                                        "--precision", "bf16"], "int4 or int8")
+    expect_error("quantize a decoder folder, group size 48",
+                 ["quantize", qdir, "-o", qout, "--precision", "int4", "--group-size", "48"],
+                 "group size must be 32, 64 or 128")
+    expect_error("quantize a folder whose model has no MatMul",
+                 ["quantize", qdir, "-o", qout, "--precision", "int8"], "no MatMul")
+    expect_error("--asymmetric on a model file",
+                 ["quantize", good, "-o", qout + ".onnx", "--precision", "int4", "--asymmetric"],
+                 "decoder folders")
     # Usage errors exit with 2.
     expect_error("no subcommand", [], code=2)
     expect_error("unknown subcommand", ["frobnicate"], "frobnicate", code=2)

@@ -10,6 +10,7 @@ void RegisterQuantizationKernels(KernelRegistry& r) {
   RegisterQuantAddKernels(r);
   RegisterQuantPoolKernels(r);
   RegisterQuantInt4Kernels(r);
+  RegisterQuantNBitsKernels(r);
 }
 
 }  // namespace inferd::cpu

@@ -18,5 +18,7 @@ void RegisterQuantAddKernels(KernelRegistry& r);
 void RegisterQuantPoolKernels(KernelRegistry& r);
 // ai.inferd.MatMulInt4 / GatherInt4 (int4.cc).
 void RegisterQuantInt4Kernels(KernelRegistry& r);
+// ai.inferd.MatMulNBits / GatherNBits: weight-only 4/8-bit decoders (nbits.cc).
+void RegisterQuantNBitsKernels(KernelRegistry& r);
 
 }  // namespace inferd::cpu

@@ -200,6 +200,35 @@ void PanelWeights::Pack(const float* b, int64_t k, int64_t n) {
   }
 }
 
+void PanelGemmPanel(const float* a, int64_t m, int64_t k, const float* panel, int64_t cols,
+                    float* y, int64_t ldy) {
+  const RowTiles tiles(0, m);
+  if (cols == kPanel) {
+    for (int64_t k0 = 0; k0 < k; k0 += kKBlock) {  // the panel's K block stays in L1 for all rows
+      const int64_t kc = std::min(kKBlock, k - k0);
+      for (int64_t i = 0; i < tiles.count; ++i) {
+        const int64_t row = tiles.Begin(i), mr = tiles.Begin(i + 1) - row;
+        TileArgs t{kc,  a + row * k + k0, k,      panel + k0 * kPanel, k * kPanel, y + row * ldy,
+                   ldy, k0 > 0,           nullptr, nullptr,             0};
+        RunTile<1>(static_cast<int>(mr), t);
+      }
+    }
+    return;
+  }
+  alignas(64) float tmp[kMaxRows * kPanel];
+  for (int64_t i = 0; i < tiles.count; ++i) {
+    const int64_t row = tiles.Begin(i), mr = tiles.Begin(i + 1) - row;
+    for (int64_t k0 = 0; k0 < k; k0 += kKBlock) {
+      TileArgs t{std::min(kKBlock, k - k0), a + row * k + k0, k, panel + k0 * kPanel, k * kPanel,
+                 tmp, kPanel, k0 > 0, nullptr, nullptr, 0};
+      RunTile<1>(static_cast<int>(mr), t);
+    }
+    for (int64_t r = 0; r < mr; ++r) {
+      std::memcpy(y + (row + r) * ldy, tmp + r * kPanel, cols * sizeof(float));
+    }
+  }
+}
+
 void PanelGemm(const float* a, int64_t m, const PanelWeights& b, float* y,
                const GemmEpilogue& epilogue) {
   const Problem pr{a, m, &b, y, epilogue};

@@ -52,4 +52,11 @@ struct GemmEpilogue {
 void PanelGemm(const float* a, int64_t m, const PanelWeights& b, float* y,
                const GemmEpilogue& epilogue = {});
 
+// y[:, 0..cols) (row stride ldy) = a [m, k] · panel, one [k, 16] panel in the PanelWeights layout
+// supplied by the caller (1 <= cols <= 16: the valid columns; the panel's others are read, not
+// stored), on the calling thread, with PanelGemm's tiles and summation order. For kernels that
+// produce panels on the fly (kernels/cpu/quantization/nbits_gemm.h dequantizes weights into one).
+void PanelGemmPanel(const float* a, int64_t m, int64_t k, const float* panel, int64_t cols,
+                    float* y, int64_t ldy);
+
 }  // namespace inferd::cpu

@@ -1,0 +1,67 @@
+// Weight-only 4-bit and 8-bit matrix products: what ai.inferd.MatMulNBits and GatherNBits run
+// (kernels/cpu/quantization/nbits.cc) and what `inferd quantize` writes (quantize/nbits_weights.h).
+//
+// Layout of one weight matrix W [N, K] (a MatMul's B transposed: one row per output column; an
+// embedding table's rows as they are), row by row, each row cut into sub-blocks of 32 values
+// (the last one padded):
+//   bits 4: 16 bytes per sub-block; byte j holds value j in its low nibble and value 16 + j in its
+//           high nibble (ggml's Q4_0 order: one 16-byte load unpacks to the 32 values in order).
+//           value = (code - zp) * scale, code 0..15, zp 8 when symmetric.
+//   bits 8: 32 int8 per sub-block; value = (q - zp) * scale, zp 0 when symmetric.
+// scales float32 [N, ceil(K / group)] and zero points [N, ceil(K / group)] (uint8 for 4 bits,
+// int8 for 8 bits; absent when symmetric), group 32, 64 or 128 values along K.
+//
+// The product for few rows (decode: M <= kNBitsSmallM) never expands the weights: each row of A
+// is quantized to int8 per 32 values (scale max|a| / 127 against 4-bit weights, as ggml's Q8_0;
+// max|a| / 63 against 8-bit ones, so that maddubs can take their codes as unsigned bytes), and
+// each sub-block's dot product is an integer one (AVX2: maddubs/madd on the raw codes, the zero
+// point taken out through the sum of the quantized activations), scaled by weight scale ×
+// activation scale into
+// a float32 accumulator. Rows of A are independent: a row's result does not depend on M or the
+// thread split. More rows (prefill) dequantize 16 weight rows at a time into a [K, 16] float32
+// panel and run util/panel_gemm.h's tile kernel over all of A: float activations, the weights
+// read once per call.
+#pragma once
+
+#include <cstdint>
+
+namespace inferd::cpu {
+
+constexpr int64_t kNBitsSubBlock = 32;
+constexpr int64_t kNBitsSmallM = 8;  // rows of A up to which the integer path runs
+
+// Bytes of one packed row of K values.
+inline int64_t NBitsRowBytes(int bits, int64_t k) {
+  return (k + kNBitsSubBlock - 1) / kNBitsSubBlock * kNBitsSubBlock * bits / 8;
+}
+inline int64_t NBitsGroups(int64_t k, int64_t group) { return (k + group - 1) / group; }
+
+// Read-only view of a packed matrix (see the layout above).
+struct NBitsWeights {
+  int bits = 4;            // 4 or 8
+  int64_t n = 0, k = 0;    // rows, values per row
+  int64_t group = 32;      // 32, 64 or 128
+  const uint8_t* data = nullptr;         // [n, NBitsRowBytes(bits, k)]
+  const float* scales = nullptr;         // [n, NBitsGroups(k, group)]
+  const uint8_t* zero_points = nullptr;  // same shape; null: symmetric (8-bit: read as int8)
+};
+
+// Packs float32 rows w [n, k] (row-major): symmetric (4 bits: ggml's Q4_0 rule, scale =
+// the signed value of largest magnitude / -8, so all 16 codes are used; 8 bits: max|w| / 127) or
+// asymmetric (range [min, max] widened to hold 0, scale = range / (2^bits - 1), zp rounded).
+// data, scales and zero_points (asymmetric only; else may be null) sized as NBitsWeights says.
+// Weights must be finite (the caller checks).
+void QuantizeNBits(const float* w, int64_t n, int64_t k, int bits, int64_t group, bool asymmetric,
+                   uint8_t* data, float* scales, uint8_t* zero_points);
+
+// Row r of W dequantized into out[0, k).
+void DequantizeNBitsRow(const NBitsWeights& w, int64_t r, float* out);
+
+// y [m, n] = a [m, k] · Wᵀ (row-major, dense), on the OpenMP threads over output columns.
+void NBitsMatMul(const float* a, int64_t m, const NBitsWeights& w, float* y);
+
+// The integer path in plain C++ (the reference the vector code is tested against; also what runs
+// on CPUs without AVX2/FMA): same quantization of A and the same per-sub-block integer sums.
+void NBitsMatMulSmallMScalar(const float* a, int64_t m, const NBitsWeights& w, float* y);
+
+}  // namespace inferd::cpu
