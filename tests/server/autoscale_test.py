@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """End-to-end check of in-node autoscaling through `inferd serve` (docs/fleet.md, "Autoscaling").
 
-A model of 16 chained 512x512 MatMuls (a few ms per request on one thread) is served with
+A model of 8 MatMuls over 64 x 1024 (~1 GFLOP, tens of ms per request on one thread) is served with
 `inferd { autoscaling { min_instances: 1 max_instances: 3 ... } }` and windows of a second or two.
 Closed-loop load from 4 client threads keeps its single instance busy: the gauge
 inferd_model_instances must rise above 1 within a few seconds; once the load stops (0 requests/s,
-below scale_down_qps) it must fall back to 1. No request may fail while instances come and go,
+below scale_down_qps, 1 here) it must fall back to 1. No request may fail while instances come and go,
 and the scale events are counted. A second model with min_instances > max_instances must fail its
 load with the error naming both.
 
@@ -27,8 +27,9 @@ import requests
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from server_test import Server, check, failures  # noqa: E402
 
-MATMULS = 16
-WIDTH = 512
+MATMULS = 8
+WIDTH = 1024
+ROWS = 64
 CONFIG = """name: "heavy"
 platform: "onnxruntime_onnx"
 max_batch_size: 0
@@ -39,7 +40,7 @@ inferd {{
   threads_per_instance: 1
   autoscaling {{
     min_instances: 1 max_instances: 3
-    scale_up_utilization: 0.7 scale_down_qps: 5
+    scale_up_utilization: 0.7 scale_down_qps: 1
     scale_up_window_ms: 1000 scale_down_window_ms: 2000 cooldown_ms: 1000 sample_period_ms: 250
   }}
 }}
@@ -52,17 +53,21 @@ inferd { autoscaling { min_instances: 3 max_instances: 1 } }
 
 
 def write_repository(root):
+    """heavy: x [1, WIDTH] is expanded to ROWS rows, goes through MATMULS MatMul + Tanh layers
+    and is averaged back to [1, WIDTH]: ~1 GFLOP a request, so the instance, not the HTTP client,
+    is what the load keeps busy. bad: the same model with min_instances > max_instances."""
     if os.path.exists(root):
         shutil.rmtree(root)
     rng = np.random.default_rng(0)
-    nodes, inits, prev = [], [], "x"
+    inits = [numpy_helper.from_array(np.array([ROWS, WIDTH], dtype=np.int64), "rows")]
+    nodes, prev = [helper.make_node("Expand", ["x", "rows"], ["e"])], "e"
     for i in range(MATMULS):
         w = (rng.standard_normal((WIDTH, WIDTH)) / np.sqrt(WIDTH)).astype(np.float32)
         inits.append(numpy_helper.from_array(w, f"w{i}"))
         nodes.append(helper.make_node("MatMul", [prev, f"w{i}"], [f"m{i}"]))
-        out = "y" if i == MATMULS - 1 else f"t{i}"
-        nodes.append(helper.make_node("Tanh", [f"m{i}"], [out]))
-        prev = out
+        nodes.append(helper.make_node("Tanh", [f"m{i}"], [f"t{i}"]))
+        prev = f"t{i}"
+    nodes.append(helper.make_node("ReduceMean", [prev], ["y"], axes=[0], keepdims=1))
     g = helper.make_graph(nodes, "heavy",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, WIDTH])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, WIDTH])],
@@ -176,6 +181,8 @@ def main():
     finally:
         rc = srv.stop()
     check(rc == 0, f"clean shutdown (exit code {rc})")
+    time.sleep(0.5)  # the log pump thread writes the last lines
+    srv.log.flush()
     with open(log) as f:
         logged = f.read()
     check(re.search(r"autoscaling 'heavy' version 1: 1 -> [23] instance", logged) is not None,
