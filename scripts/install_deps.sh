@@ -24,7 +24,16 @@ PACKAGES=(
   # hardening (issue 15, docs/hardening.md): libFuzzer for the fuzz targets of fuzz/ (clang's
   # -fsanitize=fuzzer; libclang-rt-14-dev holds the ASan/UBSan/TSan and fuzzer runtimes clang links)
   libfuzzer-14-dev libclang-rt-14-dev
+  haproxy  # routing over inferd nodes (docs/fleet.md, "Routing on HAProxy"; tests/fleet, deploy/fleet)
+  libhiredis-dev  # the work queue's Redis client (src/workqueue/redis_client.h)
+  redis-server  # tests/workqueue and bench/fleet/queue_bench.py start one on a loopback port
+  # the live dashboard (issue 18, src/server/dashboard.h): Chart.js embedded into the binary at
+  # build time; tests/server/dashboard_test.py drives headless Chromium with npm puppeteer-core
+  libjs-chart.js chromium nodejs
 )
+# npm for the npm peers (puppeteer-core, onnxruntime-node, node-llama-cpp): Debian's package unless
+# an npm is on PATH already (NodeSource's nodejs bundles npm and conflicts with Debian's).
+if ! command -v npm >/dev/null; then PACKAGES+=(npm); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -57,6 +57,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 import gguf_writer  # noqa: E402
+sys.path.insert(0, str(REPO / "tests" / "server"))
+from server_test import link_model_file  # noqa: E402
 
 MODELS_PY = REPO / "scripts" / "generation"  # genmodel's models.py and build_models.py
 LARGE = {"llama-110m", "gpt2-110m", "llama-350m"}
@@ -252,7 +254,7 @@ def inferd_repository(model_dir, out_dir, int8, threads, streams, extra=None, ta
     for f in ("model.onnx", "config.json", "tokenizer.model"):
         link = folder / "1" / f
         if not link.exists():
-            link.symlink_to(Path(model_dir).resolve() / f)
+            link_model_file(Path(model_dir) / f, link)
     params = {"kv_cache_bytes": "512MiB", "max_num_seqs": str(max(streams, 16)),
               "max_num_batched_tokens": "512", "num_threads": str(threads),
               "int8_weights": "true" if int8 else "false"}

@@ -31,6 +31,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "loadgen"))
 from inferd_server import InferdServer  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "server"))
+from server_test import link_model_file  # noqa: E402
 
 # model -> (concurrency, measurement window ms, max batch size, batching queue delay µs)
 WORKLOADS = {
@@ -108,7 +110,7 @@ def write_repository(args, model, repo, log):
             continue
         name = f"{model}_{key}"
         os.makedirs(f"{repo}/{name}/1")
-        os.symlink(os.path.abspath(path), f"{repo}/{name}/1/model.onnx")
+        link_model_file(path, f"{repo}/{name}/1/model.onnx")
         with open(f"{repo}/{name}/config.pbtxt", "w") as f:
             f.write(config_text(name, max_batch, delay, batching, level))
         steps.append((key, name, ""))

@@ -27,14 +27,27 @@ Shape WithBatchDim(Shape shape, const ModelInputInfo::Input& input, bool batchin
   return shape;
 }
 
-StatusOr<std::vector<InferInput>> ReadFileItem(const InputItem& item, const ModelInputInfo& model) {
+Status CheckOneInput(const InputItem& item, const ModelInputInfo& model) {
   if (model.inputs.size() != 1) {
     return InvalidArgument("{}: a file feeds a model with one input; this one has {} ({}); use a "
                            "JSONL input",
                            item.source, model.inputs.size(), ModelInputNames(model));
   }
-  const ModelInputInfo::Input& input = model.inputs[0];
+  return Status::Ok();
+}
+
+StatusOr<std::vector<InferInput>> ReadFileItem(const InputItem& item, const ModelInputInfo& model) {
+  RETURN_IF_ERROR(CheckOneInput(item, model));
   ASSIGN_OR_RETURN(std::string bytes, ReadFileBytes(item.path));
+  return FileItemInputs(item, std::move(bytes), model);
+}
+
+}  // namespace
+
+StatusOr<std::vector<InferInput>> FileItemInputs(const InputItem& item, std::string bytes,
+                                                 const ModelInputInfo& model) {
+  RETURN_IF_ERROR(CheckOneInput(item, model));
+  const ModelInputInfo::Input& input = model.inputs[0];
   InferInput in;
   in.name = input.name;
   if (input.dtype == DataType::kString) {
@@ -55,6 +68,8 @@ StatusOr<std::vector<InferInput>> ReadFileItem(const InputItem& item, const Mode
   inputs.push_back(std::move(in));
   return inputs;
 }
+
+namespace {
 
 // Walks nested lists: the shape (from the first element at each level) and the leaves in
 // row-major order; ragged lists are an error.

@@ -46,6 +46,11 @@ StatusOr<std::vector<serving::InferInput>> ReadItem(const InputItem& item,
                                                     const ModelInputInfo& model,
                                                     std::string* id);
 
+// A file item's inputs from its bytes, given rather than read from `item.path` (a queue worker
+// receives them in the stream entry); `item.path`'s extension still says whether it is a .npy.
+StatusOr<std::vector<serving::InferInput>> FileItemInputs(const InputItem& item, std::string bytes,
+                                                          const ModelInputInfo& model);
+
 // The default id of an item as JSON text: a file's id, or "line N" for a JSONL line.
 std::string DefaultIdJson(const InputItem& item);
 

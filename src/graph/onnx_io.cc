@@ -1,5 +1,7 @@
 #include "graph/onnx_io.h"
 
+#include "graph/shape_inference_guard.h"
+
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
@@ -407,10 +409,15 @@ StatusOr<Model> ConvertModel(onnx::ModelProto& mp, const fs::path& base_dir,
     }
   }
   if (options.run_shape_inference) {
+    // libonnx's inference functions for Conv/pool and a few others crash on malformed nodes
+    // (graph/shape_inference_guard.h); the guards reject those nodes before onnx sees them.
+    InstallShapeInferenceGuards();
     try {
       onnx::ShapeInferenceOptions si(/*check_type=*/false, /*error_mode=*/0,
                                      /*enable_data_propagation=*/true);
       onnx::shape_inference::InferShapes(mp, onnx::OpSchemaRegistry::Instance(), si);
+    } catch (const ShapeGuardError& e) {
+      return InvalidArgument("not a valid ONNX model: {}", e.what());
     } catch (const std::exception& e) {
       // Shape inference only fills in information; kernels compute shapes themselves.
       spdlog::debug("shape inference failed, continuing without it: {}", e.what());

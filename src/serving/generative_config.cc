@@ -98,12 +98,14 @@ StatusOr<GenerativeConfig> ReadGenerativeConfig(const inference::ModelConfig& co
     RETURN_IF_ERROR(SetParameter(key, value.string_value(), &c));
   }
   const std::vector<int64_t> versions = ListVersionFolders(model_folder);
-  c.model_dir = versions.empty() ? model_folder : model_folder / std::to_string(versions.back());
+  const fs::path version = versions.empty() ? fs::path() : fs::path(std::to_string(versions.back()));
+  c.model_dir = model_folder / version;
+  // The same confinement as an ONNX model's files (repository.h): a symlink or path leading out
+  // of the version folder is refused, so a generative model reads nothing outside its folder.
+  const std::string name = model_folder.filename().string();
   for (const char* file : {"model.onnx", "config.json", "tokenizer.model"}) {
-    std::error_code ec;
-    if (!fs::is_regular_file(c.model_dir / file, ec)) {
-      return NotFound("generative model folder '{}' has no {}", c.model_dir.string(), file);
-    }
+    auto resolved = ResolveModelFile(model_folder, name, version, version / file, file);
+    if (!resolved.ok()) return resolved.status();
   }
   return c;
 }

@@ -43,7 +43,9 @@ struct GenerativeConfig {
 bool IsGenerativeConfig(const inference::ModelConfig& config);
 
 // Reads `config.parameters` (unknown keys and bad values: INVALID_ARGUMENT naming the key) and
-// finds the model files below `model_folder` (NOT_FOUND naming the missing file).
+// finds the model files in `model_folder`'s latest version folder (or the folder itself when it has
+// none), each confined to it by repository.h's ResolveModelFile: NOT_FOUND naming a missing file,
+// INVALID_ARGUMENT for one that is a symlink leading out or not a regular file.
 StatusOr<GenerativeConfig> ReadGenerativeConfig(const inference::ModelConfig& config,
                                                 const std::filesystem::path& model_folder);
 

@@ -74,6 +74,17 @@ TEST_F(GenerativeConfigTest, RejectsBadParametersAndMissingFiles) {
   EXPECT_NE(c.status().message().find("tokenizer.model"), std::string::npos);
 }
 
+TEST_F(GenerativeConfigTest, RefusesFilesLinkedFromOutsideTheFolder) {
+  testing::WriteFile(repo_ / "outside.model", "x");
+  fs::remove(repo_ / "gen" / "1" / "tokenizer.model");
+  fs::create_symlink(repo_ / "outside.model", repo_ / "gen" / "1" / "tokenizer.model");
+  auto c = ReadGenerativeConfig(Parse(""), repo_ / "gen");
+  ASSERT_EQ(c.status().code(), StatusCode::kInvalidArgument) << c.status().ToString();
+  EXPECT_NE(c.status().message().find("gen/1/tokenizer.model' is outside"), std::string::npos)
+      << c.status().message();
+  EXPECT_EQ(c.status().message().find(repo_.string()), std::string::npos) << c.status().message();
+}
+
 TEST_F(GenerativeConfigTest, ListsGenerativeFolders) {
   EXPECT_EQ(ListGenerativeModels(repo_), std::vector<std::string>{"gen"});
   EXPECT_TRUE(ListGenerativeModels(repo_ / "missing").empty());

@@ -23,6 +23,8 @@
 #include "serving/model_config.h"
 #include "serving/model_manager.h"
 #include "serving/repository.h"
+#include "workqueue/queue_job.h"
+#include "workqueue/redis_client.h"
 
 namespace inferd::tools {
 namespace {
@@ -65,11 +67,7 @@ class StopSignals {
   struct sigaction old_int_ {}, old_term_ {};
 };
 
-struct LoadedModel {
-  int batch_size = 1;  // the batch the scheduler forms (largest preferred size, else 1)
-  int instances = 1;
-  ModelInputInfo inputs;
-};
+using LoadedModel = BatchModel;
 
 // The repository's config of `model` (empty when it has none or it does not parse: the load
 // then reports the problem).
@@ -219,6 +217,37 @@ StatusOr<Plan> PlanJob(const BatchCommandOptions& o, std::ostream& log) {
   return plan;
 }
 
+// The job's items on the workers of a Redis stream (workqueue/queue_job.h) instead of in process.
+Status QueueBatch(const BatchCommandOptions& o, const Plan& plan, OutputFile* output,
+                  AppendLog* stats, std::ostream& log, JobSummary* summary) {
+  workqueue::QueueJobOptions q;
+  ASSIGN_OR_RETURN(q.redis, workqueue::ParseRedisUrl(o.redis));
+  q.stream = o.stream;
+  q.group = o.group;
+  q.model = o.model;
+  q.max_queued = o.max_queued;
+  q.max_errors = o.max_errors;
+  q.idle_timeout = std::chrono::seconds(o.queue_timeout_s);
+  q.output = output;
+  log << fmt::format("{} inputs to run ({} done before) on the workers of {} (stream {}, group {})\n",
+                     plan.pending.size(), plan.done, q.redis.Describe(), o.stream, o.group);
+  if (stats != nullptr) {
+    stats->Write(fmt::format(
+        "{{\"event\":\"start\",\"pid\":{},\"inputs\":{},\"pending\":{},\"redis\":{}}}",
+        ::getpid(), plan.total, plan.pending.size(), JsonQuote(q.redis.Describe())));
+  }
+  Progress progress(RealClock::Get(), log, ::isatty(STDERR_FILENO) != 0, plan.total, plan.done,
+                    std::chrono::seconds(o.progress_interval_s));
+  q.progress = &progress;
+  q.stop_signal = &g_stop_signal;
+  StopSignals signals;
+  ASSIGN_OR_RETURN(*summary, workqueue::RunQueueJob(q, plan.pending));
+  progress.Finish(summary->records, summary->errors);
+  log << workqueue::FormatQueueSummary(*summary, q);
+  if (stats != nullptr) stats->Write(SummaryJson(*summary));
+  return Status::Ok();
+}
+
 Status Finish(const JobSummary& s, const Plan& plan, const BatchCommandOptions& o) {
   int64_t have = plan.done + s.records;
   switch (s.stop) {
@@ -239,11 +268,20 @@ Status Finish(const JobSummary& s, const Plan& plan, const BatchCommandOptions& 
 
 }  // namespace
 
+StatusOr<BatchModel> LoadBatchModel(serving::ModelManager& manager, const std::string& repository,
+                                    const std::string& model, int batch_size, std::ostream& log) {
+  BatchCommandOptions o;
+  o.repository = repository;
+  o.model = model;
+  o.batch_size = batch_size;
+  return LoadModel(manager, o, log);
+}
+
 CLI::App* AddBatchSubcommand(CLI::App& app, BatchCommandOptions* o) {
   CLI::App* cmd = app.add_subcommand(
       "batch", "Run a model over files or JSONL requests offline (no server), with resume");
-  cmd->add_option("--model-repository", o->repository, "Triton-layout model repository")
-      ->required();
+  cmd->add_option("--model-repository", o->repository,
+                  "Triton-layout model repository (required unless --redis)");
   cmd->add_option("--model", o->model, "Model (or ensemble) of the repository")->required();
   cmd->add_option("--input", o->input,
                   "A folder (its files), a glob ('imgs/*.jpg') or a FILE.jsonl of requests")
@@ -271,6 +309,21 @@ CLI::App* AddBatchSubcommand(CLI::App& app, BatchCommandOptions* o) {
                   "Seconds between progress lines when stderr is not a terminal")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
+  // The work queue (docs/fleet.md): run the items on `inferd worker`s instead of in process.
+  cmd->add_option("--redis", o->redis,
+                  "redis://HOST:PORT[/DB]: submit the items to a Redis stream and collect the "
+                  "workers' results (the model then runs on `inferd worker`s)");
+  cmd->add_option("--stream", o->stream, "With --redis: the job stream")->capture_default_str();
+  cmd->add_option("--group", o->group, "With --redis: the workers' consumer group")
+      ->capture_default_str();
+  cmd->add_option("--max-queued", o->max_queued,
+                  "With --redis: entries submitted and not yet answered, at most")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  cmd->add_option("--queue-timeout", o->queue_timeout_s,
+                  "With --redis: give up after this many seconds without a result (0 = wait)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn or error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
@@ -281,6 +334,11 @@ Status BatchCommand(const BatchCommandOptions& o, std::ostream& log) {
   spdlog::set_level(spdlog::level::from_str(o.log_level));
   if (o.batch_size < 1) return InvalidArgument("--batch-size must be >= 1, got {}", o.batch_size);
   if (o.readers < 1) return InvalidArgument("--readers must be >= 1, got {}", o.readers);
+  if (o.redis.empty() && o.repository.empty()) {
+    return InvalidArgument("--model-repository is required (unless the job runs on workers: "
+                           "--redis)");
+  }
+  if (!o.redis.empty()) RETURN_IF_ERROR(workqueue::ParseRedisUrl(o.redis).status());
   ASSIGN_OR_RETURN(Plan plan, PlanJob(o, log));
   if (plan.pending.empty()) {
     log << fmt::format("nothing to do: all {} inputs have records in {}\n", plan.total, o.output);
@@ -290,6 +348,12 @@ Status BatchCommand(const BatchCommandOptions& o, std::ostream& log) {
   std::unique_ptr<AppendLog> stats;
   if (!o.stats.empty()) {
     ASSIGN_OR_RETURN(stats, AppendLog::Open(o.stats));
+  }
+
+  if (!o.redis.empty()) {
+    JobSummary summary;
+    RETURN_IF_ERROR(QueueBatch(o, plan, output.get(), stats.get(), log, &summary));
+    return Finish(summary, plan, o);
   }
 
   serving::ModelManagerOptions mo;

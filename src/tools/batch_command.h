@@ -10,7 +10,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "batchjob/item_reader.h"
 #include "common/status.h"
+#include "serving/model_manager.h"
 
 namespace inferd::tools {
 
@@ -30,7 +32,26 @@ struct BatchCommandOptions {
   std::string stats;       // event log path (JSONL, appended); "" = none
   int progress_interval_s = 5;  // plain progress lines (not a terminal): seconds between lines
   std::string log_level = "warn";
+  // The work queue: with `redis` set, the items go to the stream's workers (inferd worker).
+  std::string redis;  // redis://HOST:PORT[/DB]; "" = run in process
+  std::string stream = "inferd:jobs";
+  std::string group = "inferd";
+  int max_queued = 4096;
+  int64_t queue_timeout_s = 0;  // 0 = wait for the workers forever
 };
+
+// What a job needs of a loaded model.
+struct BatchModel {
+  int batch_size = 1;  // the batch the scheduler forms (largest preferred size, else 1)
+  int instances = 1;
+  batchjob::ModelInputInfo inputs;
+};
+
+// Loads `model` (and an ensemble's steps) into `manager` so that it batches: a config without
+// dynamic_batching gets one with preferred size `batch_size` (a note on `log`). Shared by
+// `inferd batch` and `inferd worker`. The error names the model.
+StatusOr<BatchModel> LoadBatchModel(serving::ModelManager& manager, const std::string& repository,
+                                    const std::string& model, int batch_size, std::ostream& log);
 
 // Registers the `batch` subcommand and its flags on `app`, filling `options` when parsed.
 CLI::App* AddBatchSubcommand(CLI::App& app, BatchCommandOptions* options);

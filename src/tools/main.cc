@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "tools/batch_command.h"
 #include "tools/bench_cli.h"
+#include "tools/fleet_command.h"
 #include "tools/inspect_command.h"
 #include "tools/optimize_command.h"
 #include "tools/quantize_command.h"
@@ -17,6 +18,7 @@
 #include "tools/serve_command.h"
 #include "tools/memory_policy.h"
 #include "tools/thread_policy.h"
+#include "tools/worker_command.h"
 
 namespace {
 
@@ -88,6 +90,11 @@ int Main(int argc, char** argv) {
 
   inferd::tools::BatchCommandOptions batch;
   CLI::App* batch_cmd = inferd::tools::AddBatchSubcommand(app, &batch);
+  inferd::tools::WorkerCommandOptions worker;
+  CLI::App* worker_cmd = inferd::tools::AddWorkerSubcommand(app, &worker);
+
+  inferd::tools::FleetCommandOptions fleet;
+  CLI::App* haproxy_config_cmd = inferd::tools::AddFleetSubcommand(app, &fleet);
 
   // Registered so `inferd --help` shows the planned interface; each exits with an error for now.
   const char* planned[][2] = {
@@ -130,7 +137,11 @@ int Main(int argc, char** argv) {
     return Report(inferd::tools::QuantizeModelCommand(quantize, std::cout));
   }
   if (serve_cmd->parsed()) return Report(inferd::tools::ServeCommand(serve));
+  if (haproxy_config_cmd->parsed()) {
+    return Report(inferd::tools::FleetHaproxyConfigCommand(fleet, std::cout));
+  }
   if (batch_cmd->parsed()) return Report(inferd::tools::BatchCommand(batch, std::cerr));
+  if (worker_cmd->parsed()) return Report(inferd::tools::WorkerCommand(worker, std::cerr));
   if (bench_cmd->parsed()) return Report(inferd::tools::RunBench(bench, std::cout, std::cerr));
   if (inspect_cmd->parsed()) {
     return Report(inferd::tools::InspectModelCommand(inspect_model, std::cout));

@@ -15,6 +15,8 @@
 #include <spdlog/spdlog.h>
 
 #include "common/mutex.h"
+#include "server/agent_check.h"
+#include "server/dashboard.h"
 #include "server/grpc_server.h"
 #include "server/http_protocol.h"
 #include "server/http_server.h"
@@ -248,6 +250,43 @@ Status ApplyHttpLimits(const ServeOptions& o, server::HttpServerOptions* ho) {
 }
 // ---- end HTTP limits ----
 
+// ---- HAProxy agent check (owner: haproxy; docs/fleet.md "Routing on HAProxy") ----
+void AddAgentCheckFlags(CLI::App* cmd, ServeOptions* o) {
+  cmd->add_option("--agent-port", o->agent_port,
+                  "Serve HAProxy's agent check on this port: a weight from the node's load and "
+                  "capacity, 'drain' while shutting down, 'down' when not ready (0 = any free "
+                  "port, -1 = off)")
+      ->check(CLI::Range(-1, 65535))
+      ->capture_default_str();
+  cmd->add_option("--agent-capacity", o->agent_capacity,
+                  "This node's capacity relative to the fleet's fastest node, (0, 1] (0 = its "
+                  "inference threads / the machine's cores)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+}
+
+// The capacity the agent reports: the flag, or the share of the machine's cores inference uses.
+double AgentCapacity(const ServeOptions& o) {
+  if (o.agent_capacity > 0) return o.agent_capacity;
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  return o.threads <= 0 ? 1.0 : std::min(1.0, static_cast<double>(o.threads) / cores);
+}
+
+// Starts the agent-check listener when --agent-port is set (null otherwise).
+StatusOr<std::unique_ptr<server::AgentCheckServer>> StartAgentCheck(
+    const ServeOptions& o, std::shared_ptr<server::ManagerAgentReply> reply) {
+  if (o.agent_port < 0) return std::unique_ptr<server::AgentCheckServer>();
+  server::AgentCheckServerOptions ao;
+  ao.host = o.host;
+  ao.port = static_cast<uint16_t>(o.agent_port);
+  ASSIGN_OR_RETURN(auto agent,
+                   server::AgentCheckServer::Start(ao, [reply] { return (*reply)(); }));
+  spdlog::info("agent check listening on {}:{} (capacity {:.2f})", o.host, agent->port(),
+               AgentCapacity(o));
+  return agent;
+}
+// ---- end HAProxy agent check ----
+
 }  // namespace
 
 CLI::App* AddServeSubcommand(CLI::App& app, ServeOptions* o) {
@@ -312,6 +351,7 @@ CLI::App* AddServeSubcommand(CLI::App& app, ServeOptions* o) {
       ->capture_default_str();
   // ---- end serving limits ----
   AddHttpLimitFlags(cmd, o);
+  AddAgentCheckFlags(cmd, o);
   return cmd;
 }
 
@@ -372,12 +412,17 @@ Status ServeCommand(const ServeOptions& o) {
   ServedGenerativeModels generative = LoadGenerativeModels(o.model_repository, o.threads);
   mo.external_models = generative.folders;
   ASSIGN_OR_RETURN(auto manager, serving::ModelManager::Create(mo));
+  // The agent says "down" while the repository loads, then the node's weight.
+  auto agent_reply = std::make_shared<server::ManagerAgentReply>(manager.get(), AgentCapacity(o),
+                                                                     o.threads);
+  ASSIGN_OR_RETURN(auto agent, StartAgentCheck(o, agent_reply));  // stopped before the manager
   SignalWatcher watcher(signals, manager.get());  // destroyed before the manager
   spdlog::info("loading model repository {} (model control mode {})", o.model_repository,
                o.model_control_mode);
   RETURN_IF_ERROR(manager->Start());
   if (int sig = watcher.Received(); sig != 0) {
     spdlog::info("received {} while loading the repository; stopping", SignalName(sig));
+    if (agent) agent->Stop();
     manager.reset();
     ExitIfLoadsRunning();
     return Status::Ok();
@@ -444,9 +489,12 @@ Status ServeCommand(const ServeOptions& o) {
     mho.io_threads = 1;
     RETURN_IF_ERROR(ApplyHttpLimits(o, &mho));
     mho.max_request_bytes = 64 * 1024;
-    ASSIGN_OR_RETURN(metrics, server::HttpServer::Start(mho, server::MakeGenerationMetricsHttpHandler(
-                                                                  generative.models, manager.get())));
+    ASSIGN_OR_RETURN(metrics, server::HttpServer::Start(
+                                  mho, server::MakeDashboardHttpHandler(
+                                           server::MakeGenerationMetricsHttpHandler(
+                                               generative.models, manager.get()))));
     spdlog::info("metrics listening on http://{}:{}/metrics", url_host, metrics->port());
+    spdlog::info("dashboard on http://{}:{}/dashboard", url_host, metrics->port());
   }
 
   spdlog::info("server is ready ({:.0f} ms after start)",
@@ -454,6 +502,7 @@ Status ServeCommand(const ServeOptions& o) {
                                                          start_time).count());
 
   const int sig = watcher.Wait();
+  agent_reply->SetDraining();  // HAProxy stops sending new requests here
   spdlog::info("received {}, shutting down: not ready, new requests get 503; waiting up to {} s "
                "for {} accepted request(s)",
                SignalName(sig), o.exit_timeout_secs, manager->InFlight());
@@ -468,6 +517,7 @@ Status ServeCommand(const ServeOptions& o) {
   http->Stop();
   if (metrics) metrics->Stop();
   if (grpc) grpc->Stop();
+  if (agent) agent->Stop();
   manager.reset();
   generative.models.reset();  // the engines cancel what still runs and join their threads
   ExitIfLoadsRunning();

@@ -52,6 +52,9 @@ struct ServeOptions {
   int http_max_headers = 100;
   std::string http_max_uri_bytes = "8KiB";
   std::string http_max_inflight_bytes = "512MiB";
+  // HAProxy agent check (haproxy; docs/fleet.md, "Routing on HAProxy"; server/agent_check.h).
+  int agent_port = -1;         // 0 = any free port; -1 = off
+  double agent_capacity = 0;   // (0, 1] relative to the fleet's fastest node; 0 = threads / cores
 };
 
 // Registers the `serve` subcommand and its flags on `app`, filling `options` when parsed.

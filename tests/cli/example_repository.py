@@ -15,7 +15,8 @@ MODELS is the cache written by scripts/export_models.py. The repository gets:
                     Jane Austen decoder, a generative model (backend "inferd_generate") served on
                     the OpenAI-compatible /v1 routes, with a chat_template.json
 
-Version folders link to the exported model files (no 500 MB copies); the config.pbtxt files use
+Version folders hard-link the exported model files (no 500 MB copies; a symlink out of a model
+folder is refused by the server); the config.pbtxt files use
 Triton's field names, so the same folder loads in Triton's onnxruntime backend. The script is
 idempotent: it rewrites the configs and links every time.
 """
@@ -26,6 +27,9 @@ import sys
 
 import onnx
 from onnx import TensorProto, helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
+from server_test import link_model_file  # noqa: E402
 
 CONFIGS = {
     "identity": """\
@@ -111,7 +115,7 @@ def write_generative(gen_models, out):
     os.makedirs(version_dir)
     for f in sorted(os.listdir(src)):
         if f.startswith("model.onnx") or f in ("config.json", "tokenizer.model"):
-            link_model(os.path.join(src, f), os.path.join(version_dir, f))
+            link_model_file(os.path.join(src, f), os.path.join(version_dir, f))
     with open(os.path.join(out, "tiny-llama", "config.pbtxt"), "w") as f:
         f.write(GEN_CONFIG)
     with open(os.path.join(out, "tiny-llama", "chat_template.json"), "w") as f:
@@ -127,12 +131,6 @@ def write_identity(path):
     m.ir_version = 8
     onnx.checker.check_model(m)
     onnx.save(m, path)
-
-
-def link_model(src, dst):
-    if os.path.lexists(dst):
-        os.remove(dst)
-    os.symlink(os.path.abspath(src), dst)
 
 
 def main():
@@ -158,7 +156,7 @@ def main():
             src = os.path.join(args.models, exported, "model.onnx")
             if not os.path.exists(src):
                 sys.exit(f"example_repository: {src} is missing; run scripts/export_models.py")
-            link_model(src, os.path.join(version_dir, "model.onnx"))
+            link_model_file(src, os.path.join(version_dir, "model.onnx"))
         config = CONFIGS.get(name) or CONFIGS["image"].format(name=name)
         with open(os.path.join(args.out, name, "config.pbtxt"), "w") as f:
             f.write(config)

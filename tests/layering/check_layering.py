@@ -51,7 +51,8 @@ ALLOWED = {
     "genserve": {"server", "serving", "generation", "common", "model_config_proto"},
     "loadgen": {"common", "grpc_proto"},
     "batchjob": {"serving", "common"},
-    "tools": {"batchjob", "genserve", "server", "serving", "loadgen", "quantize", "session", "optimizer", "kernels/cpu",
+    "workqueue": {"batchjob", "serving", "common"},
+    "tools": {"workqueue", "batchjob", "genserve", "server", "serving", "loadgen", "quantize", "session", "optimizer", "kernels/cpu",
               "runtime", "graph", "common", "batching", "grpc_proto", "model_config_proto"},
 }
 
@@ -72,6 +73,7 @@ TARGET = {
     "genserve": "inferd_genserve",
     "loadgen": "inferd_loadgen",
     "batchjob": "inferd_batchjob",
+    "workqueue": "inferd_workqueue",
     "tools": "inferd_tools_lib",
     "model_config_proto": "inferd_model_config_proto",
     "grpc_proto": "inferd_grpc_proto",

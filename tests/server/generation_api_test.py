@@ -26,15 +26,7 @@ from onnx import TensorProto, helper
 import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_test import Server  # noqa: E402
-
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
+from server_test import Server, check, failures, link_model_file  # noqa: E402
 
 
 def write_repository(root, gen_models):
@@ -64,7 +56,7 @@ def write_repository(root, gen_models):
         os.makedirs(f"{root}/tiny-llama/1")
         for f in os.listdir(src):
             if f.startswith("model.onnx") or f in ("config.json", "tokenizer.model"):
-                os.symlink(os.path.abspath(os.path.join(src, f)), f"{root}/tiny-llama/1/{f}")
+                link_model_file(os.path.join(src, f), f"{root}/tiny-llama/1/{f}")
         with open(f"{root}/tiny-llama/config.pbtxt", "w") as out:
             out.write(gen_config)
         return True

@@ -76,6 +76,18 @@ def write_repository(root):
                 'dynamic_batching { max_queue_delay_microseconds: 500 }\n')
 
 
+def link_model_file(src, dst):
+    """Puts the file `src` at `dst` in a model folder without copying it: a hard link (the server
+    refuses symlinks leading out of a model folder, repository.h's ResolveModelFile), or a copy
+    when `src` is on another filesystem. Replaces `dst`."""
+    if os.path.lexists(dst):
+        os.remove(dst)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 class Server:
     """`inferd serve` on free loopback ports; `http`, `grpc` and `metrics` are its addresses.
 

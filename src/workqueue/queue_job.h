@@ -1,0 +1,60 @@
+// The submitting side of the work queue: `inferd batch --redis URL` runs a job's items on the
+// workers (worker.h) instead of in process, with the same inputs, records and progress display.
+//
+//   submit   each item becomes one job entry (protocol.h): a JSONL line as `request`, a file's
+//            bytes as `file`; at most `max_queued` entries are submitted and not yet answered
+//            (pipelined XADDs, up to 256 a round trip);
+//   collect  XREAD BLOCK on the job's own reply stream (S:reply:JOB) gives the ids whose results
+//            are stored; MGET fetches the records and DEL removes their keys (one round trip),
+//            and they are appended to the output exactly as a local job writes them (fdatasync
+//            per burst). An id seen twice (a redelivered entry notifies again) is written once.
+//   finish   when every submitted entry has a record; then the reply stream is deleted and the
+//            job stream trimmed to what every group has read and acknowledged (XTRIM MINID,
+//            protocol.h SafeTrimId). On a signal (or --max-errors) no more entries are submitted and the
+//            ones submitted are still collected; a second signal kills the process as usual.
+// Items that cannot be read here (an unreadable file) become error records without a round trip.
+// If no result arrives for `idle_timeout` the job stops (DEADLINE_EXCEEDED: are workers running
+// on the group?); what it wrote so far stays, and --resume submits the rest again.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "batchjob/inputs.h"
+#include "batchjob/job.h"
+#include "batchjob/output_file.h"
+#include "batchjob/progress.h"
+#include "common/status.h"
+#include "workqueue/redis_client.h"
+
+namespace inferd::workqueue {
+
+struct QueueJobOptions {
+  RedisEndpoint redis;
+  std::chrono::milliseconds timeout{2000};  // connect and reply wait
+  std::string stream;                       // required
+  std::string group;                        // created at the stream's start if absent; required
+  std::string model;                        // required
+  int max_queued = 4096;                    // >= 1
+  int64_t max_errors = 0;                   // 0 = no limit
+  std::chrono::seconds idle_timeout{0};     // 0 = wait for results forever
+  const std::atomic<int>* stop_signal = nullptr;
+  batchjob::OutputFile* output = nullptr;   // required
+  batchjob::Progress* progress = nullptr;   // optional
+};
+
+// The summary uses batchjob's JobSummary (submitted, records, errors, seconds, stop, signal,
+// last_error; the per-stage utilization fields stay 0: the work ran elsewhere).
+// UNAVAILABLE when Redis cannot be reached; DEADLINE_EXCEEDED after `idle_timeout` without a
+// result; INVALID_ARGUMENT for bad options.
+StatusOr<batchjob::JobSummary> RunQueueJob(const QueueJobOptions& options,
+                                           const std::vector<batchjob::InputItem>& items);
+
+// "N records (E errors) in S s: R items/s (on the workers of STREAM/GROUP)\n"
+std::string FormatQueueSummary(const batchjob::JobSummary& summary, const QueueJobOptions& options);
+
+}  // namespace inferd::workqueue
