@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "serving/autoscale_config.h"
 #include "serving/config_limits.h"
 #include "serving/ensemble.h"
 
@@ -200,6 +201,7 @@ Status ValidateConfigStandalone(const ModelConfig& config) {
   for (const auto& g : config.instance_group()) {
     if (g.count() < 0) return InvalidArgument("instance_group count must be >= 0");
   }
+  RETURN_IF_ERROR(AutoscaleOptionsFromConfig(config).status());
   if (config.has_dynamic_batching()) {
     const auto& db = config.dynamic_batching();
     for (int p : db.preferred_batch_size()) {

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 #include "batching/batch_scheduler.h"
@@ -23,11 +24,13 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 }
 
 struct Parallelism {
-  int instances = 1;
-  int threads = 1;  // intra-op threads per instance
+  int instances = 1;      // instances at the start
+  int max_instances = 1;  // scheduler workers: instances, or autoscaling's max_instances
+  int threads = 1;        // intra-op threads per instance
 };
 
 Parallelism ResolveParallelism(const inference::ModelConfig& config,
+                               const std::optional<AutoscaleOptions>& autoscale,
                                const ModelVersionOptions& o) {
   const int hw = o.total_threads > 0
                      ? o.total_threads
@@ -35,9 +38,16 @@ Parallelism ResolveParallelism(const inference::ModelConfig& config,
   Parallelism p;
   p.instances = ConfiguredInstanceCount(config);
   if (p.instances == 0) p.instances = std::max(1, o.default_instance_count);
+  p.max_instances = p.instances;
+  if (autoscale) {
+    p.instances = AutoscaleStartCount(config, *autoscale);
+    p.max_instances = autoscale->max_instances;
+  }
   p.threads = config.inferd().threads_per_instance();
   if (p.threads == 0) p.threads = o.threads_per_instance;
-  if (p.threads == 0) p.threads = std::max(1, hw / p.instances);
+  // Autoscaled: split the cores by the most instances, so a scale-up never oversubscribes them
+  // (fewer instances at low load is the point: they are not needed then).
+  if (p.threads == 0) p.threads = std::max(1, hw / p.max_instances);
   return p;
 }
 
@@ -88,7 +98,9 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Create(const std::string& 
     return CreateEnsemble(name, version, model_path, std::move(fingerprint), std::move(config),
                           options);
   }
-  const Parallelism par = ResolveParallelism(config, options);
+  ASSIGN_OR_RETURN(const std::optional<AutoscaleOptions> autoscale,
+                   AutoscaleOptionsFromConfig(config));
+  const Parallelism par = ResolveParallelism(config, autoscale, options);
   const auto t0 = std::chrono::steady_clock::now();
   bool cache_hit = false;
   auto session = CreateVersionSession(model_path, config, options, par.threads, &cache_hit);
@@ -118,13 +130,18 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::Create(const std::string& 
   }
   const double warmup_ms = MsSince(t1);
   RETURN_IF_ERROR(CheckNotAbandoned(options, "starting the scheduler"));
-  RETURN_IF_ERROR(v->StartScheduler(par.instances, *options.clock));
+  RETURN_IF_ERROR(v->StartScheduler(par.max_instances, par.instances, *options.clock));
   if (DefaultWarmupRuns(*v->config_)) v->WarmupWorkers(par.instances, options.max_warmup_bytes);
+  if (autoscale) RETURN_IF_ERROR(v->StartAutoscaler(*autoscale, par.instances, *options.clock));
   const auto& c = *v->config_;
   spdlog::info(
-      "loaded model '{}' version {} ({} instance(s) × {} thread(s), max_batch_size {}{}; "
+      "loaded model '{}' version {} ({} instance(s){} × {} thread(s), max_batch_size {}{}; "
       "session {:.1f} ms{}, warmup {:.1f} ms)",
-      name, version, par.instances, par.threads, c.max_batch_size(),
+      name, version, par.instances,
+      autoscale ? fmt::format(", autoscaled {}..{}", autoscale->min_instances,
+                              autoscale->max_instances)
+                : std::string(),
+      par.threads, c.max_batch_size(),
       c.has_dynamic_batching() ? ", dynamic batching" : "", build_ms,
       options.cache->enabled() ? (cache_hit ? " from cache" : " (cache miss)") : "", warmup_ms);
   return v;
@@ -151,16 +168,19 @@ StatusOr<std::shared_ptr<ModelVersion>> ModelVersion::CreateEnsemble(
 }
 
 ModelVersion::~ModelVersion() {
+  autoscaler_.reset();  // no scale event may reach the scheduler while it drains
   if (sequences_) sequences_->Shutdown();  // requests waiting for their turn fail
   scheduler_.reset();                      // drains: every queued callback runs
 }
 
-Status ModelVersion::StartScheduler(int instances, Clock& clock) {
-  for (int i = 0; i < instances; ++i) {
+Status ModelVersion::StartScheduler(int max_instances, int instances, Clock& clock) {
+  for (int i = 0; i < max_instances; ++i) {
     instances_.push_back(std::make_unique<ModelInstance>(i, signature_, *session_, stats_));
   }
+  batching::BatchSchedulerOptions so = SchedulerOptionsFromConfig(*config_, max_instances);
+  so.active_workers = instances;
   auto scheduler = batching::BatchScheduler<InferTask>::Create(
-      SchedulerOptionsFromConfig(*config_, instances), clock,
+      std::move(so), clock,
       [this](int worker, std::vector<std::unique_ptr<InferTask>> batch) {
         instances_[worker]->ProcessBatch(std::move(batch));
       },
@@ -182,6 +202,32 @@ Status ModelVersion::StartScheduler(int instances, Clock& clock) {
   if (!sequences.ok()) return sequences.status().WithContext("sequence_batching");
   sequences_ = std::move(sequences).value();
   return Status::Ok();
+}
+
+Status ModelVersion::StartAutoscaler(const AutoscaleOptions& options, int instances,
+                                     Clock& clock) {
+  ASSIGN_OR_RETURN(AutoscalePolicy policy, AutoscalePolicy::Create(options, instances));
+  autoscaler_ = std::make_unique<Autoscaler>(
+      std::move(policy), clock,
+      [this] {
+        const ModelStatisticsSnapshot s = stats_.Snapshot();
+        LoadSample sample;
+        sample.busy_ns = s.busy_ns;
+        sample.requests = s.success.count + s.fail.count;
+        return sample;
+      },
+      [this](const ScaleDecision& d) { ApplyScale(d); });
+  return Status::Ok();
+}
+
+void ModelVersion::ApplyScale(const ScaleDecision& d) {
+  const int before = scheduler_->active_workers();
+  const int now = scheduler_->SetActiveWorkers(d.instances);
+  stats_.set_instances(now);
+  stats_.RecordScaleEvent(d.direction == ScaleDirection::kUp);
+  spdlog::info("autoscaling '{}' version {}: {} -> {} instance(s) (utilization {:.0f}%, {:.1f} "
+               "requests/s)",
+               name(), version(), before, now, d.utilization * 100, d.qps);
 }
 
 void ModelVersion::Enqueue(std::unique_ptr<InferenceRequest> request, ResponseCallback callback) {

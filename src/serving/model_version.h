@@ -11,7 +11,8 @@
 // before the workers are joined.
 //
 // Thread-safety: Enqueue and Statistics may be called concurrently from any thread; everything else
-// is immutable after Create.
+// is immutable after Create, except the active instance count, which the version's Autoscaler
+// thread moves (inferd.autoscaling, serving/autoscaler.h).
 #pragma once
 
 #include <atomic>
@@ -25,6 +26,7 @@
 #include "common/status.h"
 #include "model_config.pb.h"
 #include "session/session.h"
+#include "serving/autoscaler.h"
 #include "serving/ensemble.h"
 #include "serving/inference.h"
 #include "serving/model_cache.h"
@@ -93,7 +95,11 @@ class ModelVersion {
   static StatusOr<std::shared_ptr<ModelVersion>> CreateEnsemble(
       const std::string& name, int64_t version, const std::filesystem::path& model_path,
       std::string fingerprint, inference::ModelConfig config, const ModelVersionOptions& options);
-  Status StartScheduler(int instances, Clock& clock);
+  // `max_instances` workers, `instances` of them active (taking batches).
+  Status StartScheduler(int max_instances, int instances, Clock& clock);
+  Status StartAutoscaler(const AutoscaleOptions& options, int instances, Clock& clock);
+  // The autoscaler thread's scale event: moves the scheduler's active workers and the metrics.
+  void ApplyScale(const ScaleDecision& decision);
   // Gives each scheduler worker one request, so its thread-local state is warm. The requests fill
   // a whole batch, so no queue delay holds them back.
   void WarmupWorkers(int instances, uint64_t max_bytes);
@@ -103,11 +109,15 @@ class ModelVersion {
   std::unique_ptr<Session> session_;
   ModelSignature signature_;
   ModelStats stats_;
-  std::vector<std::unique_ptr<ModelInstance>> instances_;  // one per scheduler worker
+  // One per scheduler worker (autoscaled: max_instances, the active ones take batches).
+  std::vector<std::unique_ptr<ModelInstance>> instances_;
   // With sequence_batching: decides when each sequence's requests go to scheduler_. Shut down
   // before scheduler_ drains, destroyed after it.
   std::unique_ptr<SequenceBatcher> sequences_;
   std::unique_ptr<batching::BatchScheduler<InferTask>> scheduler_;  // destroyed first
+  // With inferd.autoscaling: samples stats_ and moves scheduler_'s active workers. Stopped first
+  // in the destructor.
+  std::unique_ptr<Autoscaler> autoscaler_;
   // An ensemble version's dataflow (then session_, instances_ and scheduler_ are empty). Shared
   // with its requests in flight, which may outlive the version.
   std::shared_ptr<Ensemble> ensemble_;
