@@ -56,7 +56,7 @@ function readPage() {
   }
   const error = document.getElementById('error');
   return {updates: Number(document.body.dataset.updates || 0), error: error.hidden ? null : error.textContent,
-          server, models};
+          server, models, scrapes: window.inferdDashboard.scrapes};
 }
 
 async function main() {

@@ -374,7 +374,7 @@
     e.textContent = message || '';
   }
   function ingest(text) {
-    const now = {t: Date.now() / 1000, data: parseMetrics(text)};
+    const now = {t: Date.now() / 1000, data: parseMetrics(text), text};
     history.push(now);
     // Keep the newest scrape at or before the window's start, and everything after it.
     while (history.length > 2 && history[1].t <= now.t - WINDOW_S) history.shift();
@@ -405,6 +405,13 @@
     }
     setTimeout(poll, INTERVAL_MS);
   }
-  window.inferdDashboard = {parseMetrics, quantile, get updates() { return updates; }};
+  // `scrapes`: the raw /metrics texts the figures on screen were computed from (window start and
+  // end), so a test can recompute them independently from exactly the same data.
+  window.inferdDashboard = {
+    parseMetrics, quantile, get updates() { return updates; },
+    get scrapes() {
+      return history.length > 1 ? {from: history[0].text, to: history[history.length - 1].text} : null;
+    },
+  };
   poll();
 })();
