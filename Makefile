@@ -100,6 +100,12 @@ TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(S
 # The targets the TSan tests need (not the kernel, optimizer, ... test binaries).
 TSAN_TARGETS = inferd_batching_test inferd_serving_test inferd_server_test inferd
 TSAN_TESTS = inferd_batching_test inferd_serving_test inferd_server_test
+# What the ASan tests (ctest -L 'unit|server') need: every gtest binary, the corpus replays and
+# `inferd`; not the benchmarks or the conformance runner. A new library's test binary missing here
+# shows up in ctest as <name>_NOT_BUILT and fails the job.
+ASAN_TARGETS = inferd $(addsuffix _test,$(addprefix inferd_,common testing graph runtime kernels_cpu \
+  optimizer session quantize generation tools_lib batching serving server batchjob loadgen)) \
+  $(addsuffix _replay,$(addprefix inferd_,http_codec grpc_codec openai_codec model_config onnx npy))
 
 $(ASAN_BUILD)/build.ninja:
 	@scripts/install_deps.sh
@@ -110,7 +116,7 @@ $(TSAN_BUILD)/build.ninja:
 	$(SAN_CMAKE) -B $(TSAN_BUILD) -DINFERD_SANITIZE=thread
 
 asan: $(ASAN_BUILD)/build.ninja
-	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target $(ASAN_TARGETS)
 	cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) -L 'unit|server' -LE slow
 
 tsan: $(TSAN_BUILD)/build.ninja
