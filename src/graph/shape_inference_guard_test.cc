@@ -149,6 +149,33 @@ TEST(ShapeInferenceGuardTest, GemmOnScalarsIsRejected) {
   ExpectRejected(m, "Gemm node: input 0 has rank 0");
 }
 
+TEST(ShapeInferenceGuardTest, LayerNormalizationAxisOutOfRangeIsRejected) {
+  // Found by fuzz/onnx_schema_sweep.py: the default axis -1 on a scalar wrote output dim -1.
+  for (int64_t axis : {int64_t{-1}, int64_t{-4}, int64_t{3}}) {
+    onnx::ModelProto m = OneNode(
+        "LayerNormalization",
+        axis == -1 ? std::initializer_list<int64_t>{} : std::initializer_list<int64_t>{2, 3, 4},
+        {4});
+    m.mutable_opset_import(0)->set_version(17);
+    auto* node = m.mutable_graph()->mutable_node(0);
+    node->add_output("mean");
+    if (axis != -1) {
+      auto* a = node->add_attribute();
+      a->set_name("axis");
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(axis);
+    }
+    ExpectRejected(m, "LayerNormalization node: axis " + std::to_string(axis) + " is out of range");
+  }
+  onnx::ModelProto ok = OneNode("LayerNormalization", {2, 3, 4}, {4});
+  ok.mutable_opset_import(0)->set_version(17);
+  ok.mutable_graph()->mutable_node(0)->add_output("mean");
+  StatusOr<Model> r = Parse(ok);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_NE(r->graph.FindValueInfo("mean"), nullptr);
+  EXPECT_EQ(r->graph.FindValueInfo("mean")->ShapeString(), "[2, 3, 1]");
+}
+
 TEST(ShapeInferenceGuardTest, MaxUnpoolWithUntypedIndicesLoadsWithoutInferredShape) {
   // onnx dereferenced the indices' type without checking it has one.
   // The indices come out of a Reshape to a shape only known at run time: no rank.
