@@ -136,8 +136,8 @@ tsan: $(TSAN_BUILD)/build.ninja
 #   $(FUZZ_BUILD)/fuzz/http_codec_fuzz -max_total_time=3600 $(FUZZ_BUILD)/corpus/http_codec fuzz/corpus/http_codec
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SEED ?= 1
-FUZZ_SMOKE ?= http_codec:20000 grpc_codec:20000 openai_codec:20000 model_config:5000 onnx:20000 \
-  npy:100000
+FUZZ_SMOKE ?= http_codec:30000 grpc_codec:50000 openai_codec:60000 model_config:10000 onnx:30000 \
+  npy:300000
 FUZZ_TARGETS = http_codec grpc_codec openai_codec model_config onnx npy
 # 2 GiB RSS per target: a decoder that allocates more on a small input is a finding (oom-*).
 FUZZ_FLAGS ?= -rss_limit_mb=2048 -max_len=65536 -timeout=25
