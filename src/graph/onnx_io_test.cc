@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -100,8 +99,8 @@ TEST_F(OnnxIoTest, CorruptAndTruncatedModelsFailCleanly) {
   std::mt19937 rng(1);
   std::string noise(4096, '\0');
   for (char& c : noise) c = static_cast<char>(rng());
-  for (const std::string& bytes : {std::string(), noise, good.substr(0, good.size() / 2),
-                                   good.substr(0, good.size() - 3)}) {
+  for (const std::string& bytes :
+       {std::string(), noise, good.substr(0, good.size() / 2), good.substr(0, good.size() - 3)}) {
     StatusOr<Model> m = ParseOnnxModel(bytes, dir_);
     EXPECT_FALSE(m.ok());
     EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument) << m.status().ToString();
@@ -229,6 +228,19 @@ TEST_F(OnnxIoTest, TypedFieldsConvert) {
   EXPECT_EQ(TensorFromProto(huge, dir_).status().code(), StatusCode::kInvalidArgument);
   t.set_data_type(onnx::TensorProto::STRING);  // strings never come as raw data
   EXPECT_EQ(TensorFromProto(t, dir_).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(OnnxIoTest, StringTensorWhoseDimsOverflowIsRejected) {
+  // Found by the onnx fuzz target (fuzz/corpus/onnx/crash_string_tensor_dims_overflow_*): the dims'
+  // product wrapped past int64 (UBSan) before the string count was compared with it.
+  onnx::TensorProto t;
+  t.set_name("s");
+  t.set_data_type(onnx::TensorProto::STRING);
+  for (int64_t d : {int64_t{1} << 40, int64_t{1} << 30, int64_t{16}}) t.add_dims(d);
+  t.add_string_data("x");
+  StatusOr<Tensor> r = TensorFromProto(t, dir_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("too large"), std::string::npos) << r.status().ToString();
 }
 
 TEST_F(OnnxIoTest, StringTensorsImportAndExport) {
