@@ -1,11 +1,11 @@
 #include "graph/onnx_io.h"
 
-#include <fmt/format.h>
-#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include "graph/shape_inference_guard.h"
+
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
-#include <spdlog/spdlog.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 
 #include <algorithm>
 #include <cstring>
@@ -13,7 +13,8 @@
 #include <iterator>
 #include <sstream>
 
-#include "graph/shape_inference_guard.h"
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 namespace inferd {
 namespace {
@@ -69,21 +70,20 @@ Status CheckExternalDataFile(const std::string& tensor, const std::string& locat
   const fs::path resolved = fs::weakly_canonical(full, ec);
   if (ec) return NotFound("tensor '{}': external data file '{}' not found", tensor, location);
   auto [r, f] = std::mismatch(root.begin(), root.end(), resolved.begin(), resolved.end());
-  const bool inside =
-      (r == root.end() || (std::next(r) == root.end() && r->empty())) && f != resolved.end();
+  const bool inside = (r == root.end() || (std::next(r) == root.end() && r->empty())) &&
+                      f != resolved.end();
   if (!inside) {
-    return InvalidArgument(
-        "tensor '{}': external data location '{}' leads outside the model "
-        "folder (a symlink pointing out is refused)",
-        tensor, location);
+    return InvalidArgument("tensor '{}': external data location '{}' leads outside the model "
+                           "folder (a symlink pointing out is refused)",
+                           tensor, location);
   }
   const fs::file_status st = fs::status(resolved, ec);
   if (st.type() == fs::file_type::not_found) {
     return NotFound("tensor '{}': external data file '{}' not found", tensor, location);
   }
   if (st.type() != fs::file_type::regular) {
-    return InvalidArgument("tensor '{}': external data location '{}' is not a regular file", tensor,
-                           location);
+    return InvalidArgument("tensor '{}': external data location '{}' is not a regular file",
+                           tensor, location);
   }
   return Status::Ok();
 }
@@ -106,16 +106,14 @@ StatusOr<std::string> ReadExternalData(const onnx::TensorProto& proto, const fs:
   }
   fs::path rel(location);
   if (rel.is_absolute() || location.find("..") != std::string::npos) {
-    return InvalidArgument(
-        "tensor '{}': external data location '{}' must be a relative path "
-        "inside the model folder",
-        proto.name(), location);
+    return InvalidArgument("tensor '{}': external data location '{}' must be a relative path "
+                           "inside the model folder", proto.name(), location);
   }
   fs::path full = base_dir / rel;
   RETURN_IF_ERROR(CheckExternalDataFile(proto.name(), location, base_dir, full));
   std::ifstream in(full, std::ios::binary);
-  if (!in)
-    return NotFound("tensor '{}': external data file not found: {}", proto.name(), full.string());
+  if (!in) return NotFound("tensor '{}': external data file not found: {}", proto.name(),
+                           full.string());
   in.seekg(0, std::ios::end);
   int64_t size = in.tellg();
   if (offset < 0 || offset > size) {
@@ -161,18 +159,9 @@ StatusOr<Attribute> ConvertAttribute(const onnx::AttributeProto& a, const fs::pa
   Attribute out;
   using AP = onnx::AttributeProto;
   switch (a.type()) {
-    case AP::FLOAT:
-      out.type = Attribute::Type::kFloat;
-      out.f = a.f();
-      break;
-    case AP::INT:
-      out.type = Attribute::Type::kInt;
-      out.i = a.i();
-      break;
-    case AP::STRING:
-      out.type = Attribute::Type::kString;
-      out.s = a.s();
-      break;
+    case AP::FLOAT: out.type = Attribute::Type::kFloat; out.f = a.f(); break;
+    case AP::INT: out.type = Attribute::Type::kInt; out.i = a.i(); break;
+    case AP::STRING: out.type = Attribute::Type::kString; out.s = a.s(); break;
     case AP::TENSOR: {
       out.type = Attribute::Type::kTensor;
       ASSIGN_OR_RETURN(out.t, TensorFromProto(a.t(), base_dir));
@@ -219,16 +208,17 @@ StatusOr<Attribute> ConvertAttribute(const onnx::AttributeProto& a, const fs::pa
 // `release_from`: the same graph, mutable; each initializer's bytes are freed there once copied,
 // so a large model is not held twice while it loads.
 StatusOr<std::shared_ptr<Graph>> ConvertGraph(const onnx::GraphProto& gp, const fs::path& base_dir,
-                                              bool is_subgraph, onnx::GraphProto* release_from) {
+                                              bool is_subgraph,
+                                              onnx::GraphProto* release_from) {
   auto g = std::make_shared<Graph>();
   g->name = gp.name();
   if (gp.sparse_initializer_size() > 0) {
-    return Unimplemented("graph '{}' uses sparse initializers, which are not supported", gp.name());
+    return Unimplemented("graph '{}' uses sparse initializers, which are not supported",
+                         gp.name());
   }
   for (int i = 0; i < gp.initializer_size(); ++i) {
     const onnx::TensorProto& init = gp.initializer(i);
-    if (init.name().empty())
-      return InvalidArgument("graph '{}' has an unnamed initializer", g->name);
+    if (init.name().empty()) return InvalidArgument("graph '{}' has an unnamed initializer", g->name);
     StatusOr<Tensor> t = TensorFromProto(init, base_dir);
     if (!t.ok()) return t.status().WithContext(fmt::format("initializer '{}'", init.name()));
     g->initializers[init.name()] = std::move(t).value();
@@ -347,22 +337,11 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const fs::path&
 
   int count = 0;
   switch (dtype) {
-    case DataType::kFloat32:
-      count = proto.float_data_size();
-      break;
-    case DataType::kFloat64:
-      count = proto.double_data_size();
-      break;
-    case DataType::kInt64:
-      count = proto.int64_data_size();
-      break;
-    case DataType::kUInt32:
-    case DataType::kUInt64:
-      count = proto.uint64_data_size();
-      break;
-    default:
-      count = proto.int32_data_size();
-      break;
+    case DataType::kFloat32: count = proto.float_data_size(); break;
+    case DataType::kFloat64: count = proto.double_data_size(); break;
+    case DataType::kInt64: count = proto.int64_data_size(); break;
+    case DataType::kUInt32: case DataType::kUInt64: count = proto.uint64_data_size(); break;
+    default: count = proto.int32_data_size(); break;
   }
   if (count != n) {
     return InvalidArgument("tensor '{}': has {} values, expected {} for {}{}", proto.name(), count,
@@ -530,18 +509,9 @@ void AttributeToProto(const std::string& name, const Attribute& a, onnx::Attribu
   using AP = onnx::AttributeProto;
   p->set_name(name);
   switch (a.type) {
-    case Attribute::Type::kFloat:
-      p->set_type(AP::FLOAT);
-      p->set_f(a.f);
-      break;
-    case Attribute::Type::kInt:
-      p->set_type(AP::INT);
-      p->set_i(a.i);
-      break;
-    case Attribute::Type::kString:
-      p->set_type(AP::STRING);
-      p->set_s(a.s);
-      break;
+    case Attribute::Type::kFloat: p->set_type(AP::FLOAT); p->set_f(a.f); break;
+    case Attribute::Type::kInt: p->set_type(AP::INT); p->set_i(a.i); break;
+    case Attribute::Type::kString: p->set_type(AP::STRING); p->set_s(a.s); break;
     case Attribute::Type::kTensor:
       p->set_type(AP::TENSOR);
       TensorToProto("", a.t, p->mutable_t());
@@ -570,8 +540,7 @@ void AttributeToProto(const std::string& name, const Attribute& a, onnx::Attribu
       p->set_type(AP::GRAPHS);
       for (const auto& g : a.graphs) GraphToProto(*g, p->add_graphs());
       break;
-    case Attribute::Type::kUndefined:
-      break;
+    case Attribute::Type::kUndefined: break;
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -99,8 +100,8 @@ TEST_F(OnnxIoTest, CorruptAndTruncatedModelsFailCleanly) {
   std::mt19937 rng(1);
   std::string noise(4096, '\0');
   for (char& c : noise) c = static_cast<char>(rng());
-  for (const std::string& bytes :
-       {std::string(), noise, good.substr(0, good.size() / 2), good.substr(0, good.size() - 3)}) {
+  for (const std::string& bytes : {std::string(), noise, good.substr(0, good.size() / 2),
+                                   good.substr(0, good.size() - 3)}) {
     StatusOr<Model> m = ParseOnnxModel(bytes, dir_);
     EXPECT_FALSE(m.ok());
     EXPECT_EQ(m.status().code(), StatusCode::kInvalidArgument) << m.status().ToString();
@@ -231,8 +232,8 @@ TEST_F(OnnxIoTest, TypedFieldsConvert) {
 }
 
 TEST_F(OnnxIoTest, StringTensorWhoseDimsOverflowIsRejected) {
-  // Found by the onnx fuzz target (fuzz/corpus/onnx/crash_string_tensor_dims_overflow_*): the dims'
-  // product wrapped past int64 (UBSan) before the string count was compared with it.
+  // Found by the onnx fuzz target (fuzz/corpus/onnx/crash_string_tensor_dims_overflow_*): the
+  // dims' product wrapped past int64 (UBSan) before the string count was compared with it.
   onnx::TensorProto t;
   t.set_name("s");
   t.set_data_type(onnx::TensorProto::STRING);
