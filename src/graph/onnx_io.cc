@@ -276,15 +276,27 @@ Status SortSubgraphs(Graph& g) {
 
 namespace {
 
+// The element count of a proto's dims, checked before anything is allocated: a corrupt proto can
+// claim absurd or negative dims, and a product past int64 wraps (UBSan; found by the onnx fuzzer).
+StatusOr<int64_t> CheckedElementCount(const onnx::TensorProto& proto, const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return InvalidArgument("tensor '{}' has a negative dimension", proto.name());
+    if (d > 0 && n > (int64_t{1} << 40) / d) {
+      return InvalidArgument("tensor '{}' is too large ({})", proto.name(), ShapeToString(shape));
+    }
+    n *= d;
+  }
+  return n;
+}
+
 // STRING tensors keep their elements in string_data (ONNX never stores them raw or external).
 StatusOr<Tensor> StringTensorFromProto(const onnx::TensorProto& proto) {
   if (proto.has_raw_data() || proto.data_location() == onnx::TensorProto::EXTERNAL) {
     return InvalidArgument("tensor '{}': string tensors must use string_data", proto.name());
   }
   Shape shape(proto.dims().begin(), proto.dims().end());
-  for (int64_t d : shape) {
-    if (d < 0) return InvalidArgument("tensor '{}' has a negative dimension", proto.name());
-  }
+  RETURN_IF_ERROR(CheckedElementCount(proto, shape).status());
   StatusOr<Tensor> t = Tensor::FromStrings(
       std::vector<std::string>(proto.string_data().begin(), proto.string_data().end()), shape);
   if (!t.ok()) return t.status().WithContext(fmt::format("tensor '{}'", proto.name()));
@@ -301,15 +313,7 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const fs::path&
                          static_cast<int>(proto.data_type()));
   }
   Shape shape(proto.dims().begin(), proto.dims().end());
-  // Validate sizes before allocating anything: a corrupt proto can claim absurd dims.
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0) return InvalidArgument("tensor '{}' has a negative dimension", proto.name());
-    if (d > 0 && n > (int64_t{1} << 40) / d) {
-      return InvalidArgument("tensor '{}' is too large ({})", proto.name(), ShapeToString(shape));
-    }
-    n *= d;
-  }
+  ASSIGN_OR_RETURN(const int64_t n, CheckedElementCount(proto, shape));
   const size_t bytes = static_cast<size_t>(n) * SizeOf(dtype);
 
   std::string external;

@@ -231,6 +231,19 @@ TEST_F(OnnxIoTest, TypedFieldsConvert) {
   EXPECT_EQ(TensorFromProto(t, dir_).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(OnnxIoTest, StringTensorWhoseDimsOverflowIsRejected) {
+  // Found by the onnx fuzz target (fuzz/corpus/onnx/crash_string_tensor_dims_overflow_*): the
+  // dims' product wrapped past int64 (UBSan) before the string count was compared with it.
+  onnx::TensorProto t;
+  t.set_name("s");
+  t.set_data_type(onnx::TensorProto::STRING);
+  for (int64_t d : {int64_t{1} << 40, int64_t{1} << 30, int64_t{16}}) t.add_dims(d);
+  t.add_string_data("x");
+  StatusOr<Tensor> r = TensorFromProto(t, dir_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("too large"), std::string::npos) << r.status().ToString();
+}
+
 TEST_F(OnnxIoTest, StringTensorsImportAndExport) {
   onnx::TensorProto t;
   t.set_name("s");

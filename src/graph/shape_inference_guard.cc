@@ -121,6 +121,32 @@ Verdict MaxRoiPoolGuard(InferenceContext& ctx, const std::string& op) {
   return Verdict::kRun;
 }
 
+// Gemm-6: onnx copies dim(transA ? 1 : 0) of A and dim(transB ? 0 : 1) of B without checking
+// their ranks (versions 7 and later check); A and B are matrices in every version.
+Verdict GemmGuard(InferenceContext& ctx, const std::string& op) {
+  for (size_t i = 0; i < 2; ++i) {
+    const int rank = KnownRank(ctx, i);
+    if (rank >= 0 && rank != 2) {
+      Reject(op, fmt::format("input {} has rank {} (A and B must be matrices)", i, rank));
+    }
+  }
+  return Verdict::kRun;
+}
+
+// LayerNormalization-17: onnx turns a negative `axis` (default -1) into axis + rank without a range
+// check and then writes dims [axis, rank) of the Mean/InvStdDev outputs: a scalar input, or an axis
+// below -rank, writes at a negative index (SEGV).
+Verdict LayerNormGuard(InferenceContext& ctx, const std::string& op) {
+  const int rank = KnownRank(ctx, 0);
+  if (rank < 0) return Verdict::kRun;
+  const onnx::AttributeProto* attr = ctx.getAttribute("axis");
+  const int64_t axis = attr != nullptr ? attr->i() : -1;
+  if (axis < -rank || axis >= rank) {
+    Reject(op, fmt::format("axis {} is out of range for an input of rank {}", axis, rank));
+  }
+  return Verdict::kRun;
+}
+
 // Wraps the inference function of every version of `op` in the default domain.
 void WrapAllVersions(const std::string& op, const Guard& guard) {
   const auto& ranges = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
@@ -150,6 +176,8 @@ void InstallAll() {
   }
   WrapAllVersions("MaxUnpool", MaxUnpoolGuard);
   WrapAllVersions("MaxRoiPool", MaxRoiPoolGuard);
+  WrapAllVersions("Gemm", GemmGuard);
+  WrapAllVersions("LayerNormalization", LayerNormGuard);
 }
 
 }  // namespace

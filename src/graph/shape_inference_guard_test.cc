@@ -69,7 +69,8 @@ onnx::ModelProto OneNode(const std::string& op, std::initializer_list<int64_t> x
   y->set_name("y");
   auto* yt = y->mutable_type()->mutable_tensor_type();
   yt->set_elem_type(onnx::TensorProto::FLOAT);
-  for (size_t i = 0; i < x_dims.size(); ++i) yt->mutable_shape()->add_dim();
+  auto* y_shape = yt->mutable_shape();
+  for (size_t i = 0; i < x_dims.size(); ++i) y_shape->add_dim();
   return m;
 }
 
@@ -131,6 +132,48 @@ TEST(ShapeInferenceGuardTest, MaxRoiPoolOnThreeDimensionalInputIsRejected) {
   onnx::ModelProto m = OneNode("MaxRoiPool", {1, 1, 5}, {2, 5});
   SetInts(m.mutable_graph()->mutable_node(0), "pooled_shape", {2});
   ExpectRejected(m, "MaxRoiPool node: the data input has rank 3");
+}
+
+TEST(ShapeInferenceGuardTest, GemmOnScalarsIsRejected) {
+  // Found by fuzz/onnx_schema_sweep.py: Gemm-6 read dim 0 of a scalar A (SEGV).
+  onnx::ModelProto m = OneNode("Gemm", {}, {});
+  auto* g = m.mutable_graph();
+  m.mutable_opset_import(0)->set_version(6);
+  AddFloatInitializer(g, "b", {});
+  AddFloatInitializer(g, "c", {2, 3});
+  g->mutable_node(0)->add_input("b");
+  g->mutable_node(0)->add_input("c");
+  ExpectRejected(m, "Gemm node: input 0 has rank 0");
+  // Opset 13 checks the ranks itself; the guard gives the same answer.
+  m.mutable_opset_import(0)->set_version(13);
+  ExpectRejected(m, "Gemm node: input 0 has rank 0");
+}
+
+TEST(ShapeInferenceGuardTest, LayerNormalizationAxisOutOfRangeIsRejected) {
+  // Found by fuzz/onnx_schema_sweep.py: the default axis -1 on a scalar wrote output dim -1.
+  for (int64_t axis : {int64_t{-1}, int64_t{-4}, int64_t{3}}) {
+    onnx::ModelProto m = OneNode(
+        "LayerNormalization",
+        axis == -1 ? std::initializer_list<int64_t>{} : std::initializer_list<int64_t>{2, 3, 4},
+        {4});
+    m.mutable_opset_import(0)->set_version(17);
+    auto* node = m.mutable_graph()->mutable_node(0);
+    node->add_output("mean");
+    if (axis != -1) {
+      auto* a = node->add_attribute();
+      a->set_name("axis");
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(axis);
+    }
+    ExpectRejected(m, "LayerNormalization node: axis " + std::to_string(axis) + " is out of range");
+  }
+  onnx::ModelProto ok = OneNode("LayerNormalization", {2, 3, 4}, {4});
+  ok.mutable_opset_import(0)->set_version(17);
+  ok.mutable_graph()->mutable_node(0)->add_output("mean");
+  StatusOr<Model> r = Parse(ok);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_NE(r->graph.FindValueInfo("mean"), nullptr);
+  EXPECT_EQ(r->graph.FindValueInfo("mean")->ShapeString(), "[2, 3, 1]");
 }
 
 TEST(ShapeInferenceGuardTest, MaxUnpoolWithUntypedIndicesLoadsWithoutInferredShape) {
