@@ -212,26 +212,25 @@ Status ParsePreamble(std::string_view prefix, std::string_view source, size_t* h
   return Status::Ok();
 }
 
-// Checks the expected data size against what the file holds, without overflowing.
+// Checks the expected data size against what the file holds, without overflowing. The element
+// count is multiplied in shape order as Tensor's NumElements does, so a shape whose partial
+// product passes int64 is refused even when a later zero dimension would make it empty (the
+// fuzzer's [2^40, 2^40, 0]: NumElements overflowed while allocating).
 StatusOr<size_t> ExpectedDataBytes(const Header& h, size_t available, std::string_view source) {
-  size_t elem = SizeOf(h.dtype);
-  size_t count = 1;
+  const size_t elem = SizeOf(h.dtype);
+  int64_t count = 1;
   bool overflow = false;
   for (int64_t d : h.shape) {
-    if (d != 0 && count > std::numeric_limits<size_t>::max() / static_cast<size_t>(d)) {
+    if (count != 0 && d > std::numeric_limits<int64_t>::max() / count) {
       overflow = true;
+      break;
     }
-    count *= static_cast<size_t>(d);
+    count *= d;
   }
-  if (!overflow && count > std::numeric_limits<size_t>::max() / elem) overflow = true;
-  // A zero-sized dimension makes the total zero, whatever overflowed before it.
-  for (int64_t d : h.shape) {
-    if (d == 0) {
-      overflow = false;
-      count = 0;
-    }
+  if (!overflow && static_cast<uint64_t>(count) > std::numeric_limits<size_t>::max() / elem) {
+    overflow = true;
   }
-  size_t bytes = count * elem;
+  const size_t bytes = overflow ? 0 : static_cast<size_t>(count) * elem;
   if (overflow || bytes != available) {
     return InvalidArgument("{}: .npy data size mismatch: shape {} of {} needs {} bytes, file has {}",
                            source, ShapeToString(h.shape), DataTypeName(h.dtype),

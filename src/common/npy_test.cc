@@ -154,6 +154,12 @@ TEST(NpyTest, RejectsMalformedFiles) {
                         "'shape': (99999999999999999999999,), }",
                         good_data),
                 "overflow");
+  // Empty by its last dimension, but its first two overflow int64 on the way (fuzz/corpus/npy/
+  // crash_shape_product_overflow): refused before Tensor::Allocate counts the elements.
+  ExpectInvalid(MakeNpy("{'descr': '<f4', 'fortran_order': False, "
+                        "'shape': (1099511627776, 1099511627776, 0), }",
+                        ""),
+                "size mismatch");
 }
 
 TEST(NpyTest, FileRoundTripAndErrors) {

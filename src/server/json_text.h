@@ -7,14 +7,12 @@
 #include <string_view>
 #include <vector>
 
+#include "common/utf8.h"
+
 namespace inferd::server {
 
-// Whether `s` is well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, <= U+10FFFF).
-bool IsValidUtf8(std::string_view s);
-
-// `s` with each byte that does not start a well-formed sequence replaced by U+FFFD; `s` itself
-// when it is valid (the common case costs one scan and one copy).
-std::string ToValidUtf8(std::string_view s);
+using ::inferd::IsValidUtf8;  // common/utf8.h
+using ::inferd::ToValidUtf8;
 
 // `message` with the repository's location taken out: "<root>/m/1/model.onnx" becomes
 // "m/1/model.onnx" and "<root>" alone "<model repository>", for each spelling in `roots` (as

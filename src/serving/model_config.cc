@@ -1,6 +1,8 @@
 #include "serving/model_config.h"
 
+#include <google/protobuf/descriptor.h>
 #include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/message.h>
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/json_util.h>
 #include <rapidjson/document.h>
@@ -11,6 +13,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "common/utf8.h"
 #include "serving/autoscale_config.h"
 #include "serving/config_limits.h"
 #include "serving/ensemble.h"
@@ -122,6 +125,37 @@ batching::QueuePolicy ToQueuePolicy(const inference::ModelQueuePolicy& p) {
 
 }  // namespace
 
+namespace {
+
+// The first string field (at any depth, map keys and values included) that is not UTF-8, as a
+// dotted path; "" when all are. protobuf's text parser only logs such a field, and the config is
+// echoed as JSON (ModelConfigToJson), which must be UTF-8 (found by fuzz/model_config_fuzz).
+std::string FirstNonUtf8Field(const google::protobuf::Message& m, const std::string& prefix) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* r = m.GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  r->ListFields(m, &fields);
+  for (const FieldDescriptor* f : fields) {
+    const std::string path = prefix.empty() ? f->name() : prefix + "." + f->name();
+    const int n = f->is_repeated() ? r->FieldSize(m, f) : 1;
+    for (int i = 0; i < n; ++i) {
+      if (f->type() == FieldDescriptor::TYPE_STRING) {
+        std::string scratch;
+        const std::string& v = f->is_repeated() ? r->GetRepeatedStringReference(m, f, i, &scratch)
+                                                : r->GetStringReference(m, f, &scratch);
+        if (!IsValidUtf8(v)) return path;
+      } else if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+        const auto& sub = f->is_repeated() ? r->GetRepeatedMessage(m, f, i) : r->GetMessage(m, f);
+        std::string bad = FirstNonUtf8Field(sub, path);
+        if (!bad.empty()) return bad;
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 StatusOr<inference::ModelConfig> ParseModelConfig(const std::string& text, bool strict,
                                                   std::vector<std::string>* warnings) {
   google::protobuf::TextFormat::Parser parser;
@@ -133,6 +167,9 @@ StatusOr<inference::ModelConfig> ParseModelConfig(const std::string& text, bool 
   if (!parser.ParseFromString(text, &config)) {
     return InvalidArgument("config.pbtxt: {}",
                            errors.errors.empty() ? "parse error" : errors.errors.front());
+  }
+  if (std::string bad = FirstNonUtf8Field(config, ""); !bad.empty()) {
+    return InvalidArgument("config.pbtxt: field '{}' is not valid UTF-8", bad);
   }
   if (warnings != nullptr) {
     for (auto& w : errors.warnings) warnings->push_back("config.pbtxt: " + w);

@@ -217,6 +217,22 @@ TEST(TritonConfigTest, UnknownFieldsAreErrorsNamingThem) {
   }
 }
 
+// protobuf's text parser accepts (and only logs) bytes that are not UTF-8 in a string field; the
+// config is echoed as JSON, so they are refused naming the field (fuzz/corpus/model_config/
+// crash_invalid_utf8_name_in_json).
+TEST(TritonConfigTest, NonUtf8StringsAreErrorsNamingTheField) {
+  auto c = Parse("name: \"m\\377\"\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("field 'name' is not valid UTF-8"), std::string::npos)
+      << c.status().message();
+  c = Parse(
+      "name: \"m\"\ninput [ { name: \"x\\300\\200\" data_type: TYPE_FP32 dims: [ 1 ] } ]\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("'input.name'"), std::string::npos) << c.status().message();
+  c = Parse("name: \"caf\\303\\251\"\n");  // "café": valid UTF-8 in octal escapes
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+}
+
 // Triton's stateful-model config (list syntax for control inputs, a strategy, implicit state).
 constexpr const char* kSequenceConfig = R"pb(
 name: "seq"
