@@ -13,12 +13,14 @@ StatusOr<std::optional<AutoscaleOptions>> AutoscaleOptionsFromConfig(
   if (!config.inferd().has_autoscaling()) return std::optional<AutoscaleOptions>();
   const auto& a = config.inferd().autoscaling();
   if (config.platform() == "ensemble") {
-    return InvalidArgument("inferd.autoscaling: an ensemble has no instances of its own (set it "
-                           "on the composing models)");
+    return InvalidArgument(
+        "inferd.autoscaling: an ensemble has no instances of its own (set it "
+        "on the composing models)");
   }
   if (config.has_sequence_batching()) {
-    return InvalidArgument("inferd.autoscaling is not supported with sequence_batching (its "
-                           "sequence slots are sized by the instance count)");
+    return InvalidArgument(
+        "inferd.autoscaling is not supported with sequence_batching (its "
+        "sequence slots are sized by the instance count)");
   }
   AutoscaleOptions o;
   if (a.has_min_instances()) o.min_instances = a.min_instances();
@@ -48,9 +50,10 @@ StatusOr<std::optional<AutoscaleOptions>> AutoscaleOptionsFromConfig(
   }
   const int start = AutoscaleStartCount(config, o);
   if (start < o.min_instances || start > o.max_instances) {
-    return InvalidArgument("instance_group count {} is outside inferd.autoscaling's "
-                           "[min_instances {}, max_instances {}]",
-                           start, o.min_instances, o.max_instances);
+    return InvalidArgument(
+        "instance_group count {} is outside inferd.autoscaling's "
+        "[min_instances {}, max_instances {}]",
+        start, o.min_instances, o.max_instances);
   }
   return std::optional<AutoscaleOptions>(o);
 }

@@ -24,9 +24,12 @@ double Seconds(Clock::TimePoint a, Clock::TimePoint b) {
 
 const char* ScaleDirectionName(ScaleDirection direction) {
   switch (direction) {
-    case ScaleDirection::kUp: return "up";
-    case ScaleDirection::kDown: return "down";
-    case ScaleDirection::kNone: return "none";
+    case ScaleDirection::kUp:
+      return "up";
+    case ScaleDirection::kDown:
+      return "down";
+    case ScaleDirection::kNone:
+      return "none";
   }
   return "none";
 }
@@ -80,8 +83,8 @@ StatusOr<AutoscalePolicy> AutoscalePolicy::Create(const AutoscaleOptions& option
 
 int AutoscalePolicy::UpTarget(double utilization) const {
   const double want = std::ceil(instances_ * utilization / options_.scale_up_utilization);
-  const int target = want >= options_.max_instances ? options_.max_instances
-                                                    : static_cast<int>(want);
+  const int target =
+      want >= options_.max_instances ? options_.max_instances : static_cast<int>(want);
   return std::clamp(std::max(target, instances_ + 1), options_.min_instances,
                     options_.max_instances);
 }
@@ -109,8 +112,8 @@ ScaleDecision AutoscalePolicy::Observe(const LoadSample& s) {
   d.utilization = std::clamp(static_cast<double>(busy) / 1e9 / (dt * instances_), 0.0, 1.0);
   d.qps = static_cast<double>(done) / dt;
 
-  const bool up = d.utilization > options_.scale_up_utilization &&
-                  instances_ < options_.max_instances;
+  const bool up =
+      d.utilization > options_.scale_up_utilization && instances_ < options_.max_instances;
   const bool down = !up && DownAllowed(d.utilization, d.qps);
   if (!up) up_since_.reset();
   if (!down) down_since_.reset();

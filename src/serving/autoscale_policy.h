@@ -37,11 +37,11 @@
 namespace inferd::serving {
 
 struct AutoscaleOptions {
-  int min_instances = 1;                          // >= 1
-  int max_instances = 1;                          // >= min_instances, <= 256 (kMaxInstances)
-  double scale_up_utilization = 0.7;              // (0, 1]
-  double scale_down_qps = 5.0;                    // >= 0, finite
-  double hysteresis = 0.1;                        // [0, scale_up_utilization)
+  int min_instances = 1;                                // >= 1
+  int max_instances = 1;                                // >= min_instances, <= 256 (kMaxInstances)
+  double scale_up_utilization = 0.7;                    // (0, 1]
+  double scale_down_qps = 5.0;                          // >= 0, finite
+  double hysteresis = 0.1;                              // [0, scale_up_utilization)
   std::chrono::milliseconds scale_up_window{30'000};    // > 0
   std::chrono::milliseconds scale_down_window{60'000};  // > 0
   std::chrono::milliseconds cooldown{30'000};           // >= 0

@@ -275,8 +275,8 @@ TEST(AutoscalerTest, ThreadSamplesEveryPeriodAndApplies) {
   FakeClock clock;
   const Clock::TimePoint t0 = clock.Now();
   Mutex mu;
-  SimulatedModel model;  // guarded by mu
-  int instances = 1;     // guarded by mu
+  SimulatedModel model;                      // guarded by mu
+  int instances = 1;                         // guarded by mu
   std::vector<std::pair<int, int>> applied;  // (second, instances), guarded by mu
   auto policy = AutoscalePolicy::Create(StepOptions(), 1);
   ASSERT_TRUE(policy.ok());
@@ -306,8 +306,7 @@ TEST(AutoscalerTest, ThreadSamplesEveryPeriodAndApplies) {
     }
   }  // joins the thread
   MutexLock l(&mu);
-  EXPECT_EQ(applied,
-            (std::vector<std::pair<int, int>>{{25, 2}, {30, 3}, {70, 2}, {80, 1}}));
+  EXPECT_EQ(applied, (std::vector<std::pair<int, int>>{{25, 2}, {30, 3}, {70, 2}, {80, 1}}));
 }
 
 }  // namespace
