@@ -195,33 +195,7 @@ TEST_P(ConstrainedRealTokenizerTest, MasksMatchBruteForceAndWalksGiveValidJson) 
 // ---- guided_regex through the engine (fake runner: deterministic random logits) ----
 
 constexpr int kVocab = 400;
-
-class Collector {
- public:
-  std::function<void(const GenerationEvent&)> Callback() {
-    return [this](const GenerationEvent& e) {
-      MutexLock l(&mu_);
-      events_.push_back(e);
-      if (e.finished) done_.NotifyAll();
-    };
-  }
-  std::vector<GenerationEvent> Wait() EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    while (events_.empty() || !events_.back().finished) done_.Wait(&mu_);
-    return events_;
-  }
-  std::string Text() {
-    std::string t;
-    for (const GenerationEvent& e : Wait()) t += e.text;
-    return t;
-  }
-  GenerationEvent Final() { return Wait().back(); }
-
- private:
-  Mutex mu_;
-  CondVar done_;
-  std::vector<GenerationEvent> events_ GUARDED_BY(mu_);
-};
+using testing::Collector;
 
 class ConstrainedEngineTest : public ::testing::Test {
  protected:

@@ -17,58 +17,12 @@ using testing::FakeRunner;
 using testing::ReferenceGreedy;
 
 constexpr int kVocab = 400;
-
-// Collects one request's events; Wait() blocks until the final one.
-class Collector {
- public:
-  std::function<void(const GenerationEvent&)> Callback() {
-    return [this](const GenerationEvent& e) { OnEvent(e); };
-  }
-  // Called on the engine thread.
-  void OnEvent(const GenerationEvent& e) EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    events_.push_back(e);
-    if (e.finished) done_.NotifyAll();
-  }
-  // The events, once the final one arrived.
-  std::vector<GenerationEvent> Wait() EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    while (events_.empty() || !events_.back().finished) done_.Wait(&mu_);
-    return events_;
-  }
-  std::vector<int32_t> Tokens() {
-    std::vector<int32_t> t;
-    for (const GenerationEvent& e : Wait()) t.insert(t.end(), e.tokens.begin(), e.tokens.end());
-    return t;
-  }
-  std::string Text() {
-    std::string t;
-    for (const GenerationEvent& e : Wait()) t += e.text;
-    return t;
-  }
-  GenerationEvent Final() { return Wait().back(); }
-
- private:
-  Mutex mu_;
-  CondVar done_;
-  std::vector<GenerationEvent> events_ GUARDED_BY(mu_);
-};
+using testing::Collector;
 
 std::vector<int32_t> Prompt(int n, int32_t seed) {
-  std::vector<int32_t> p;
-  for (int i = 0; i < n; ++i) {
-    p.push_back(static_cast<int32_t>(testing::Mix64(seed * 7919 + i) % kVocab));
-  }
-  return p;
+  return testing::RandomPrompt(n, seed, kVocab);
 }
-
-SamplingParams Greedy(int max_tokens) {
-  SamplingParams p;
-  p.max_tokens = max_tokens;
-  p.temperature = 0;
-  p.ignore_eos = true;
-  return p;
-}
+SamplingParams Greedy(int max_tokens) { return testing::GreedyParams(max_tokens); }
 
 struct EngineSetup {
   EngineOptions options;

@@ -17,53 +17,12 @@ using testing::FakeRunner;
 using testing::ReferenceGreedy;
 
 constexpr int kVocab = 400;
-
-class Result {
- public:
-  std::function<void(const GenerationEvent&)> Callback() {
-    return [this](const GenerationEvent& e) { OnEvent(e); };
-  }
-  void OnEvent(const GenerationEvent& e) EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    tokens_.insert(tokens_.end(), e.tokens.begin(), e.tokens.end());
-    if (e.finished) {
-      final_ = e;
-      done_.NotifyAll();
-    }
-  }
-  std::vector<int32_t> Tokens() EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    while (!final_.finished) done_.Wait(&mu_);
-    return tokens_;
-  }
-  GenerationEvent Final() EXCLUDES(mu_) {
-    MutexLock l(&mu_);
-    while (!final_.finished) done_.Wait(&mu_);
-    return final_;
-  }
-
- private:
-  Mutex mu_;
-  CondVar done_;
-  std::vector<int32_t> tokens_ GUARDED_BY(mu_);
-  GenerationEvent final_ GUARDED_BY(mu_);
-};
+using Result = testing::Collector;
 
 std::vector<int32_t> Prompt(int n, int32_t seed) {
-  std::vector<int32_t> p;
-  for (int i = 0; i < n; ++i) {
-    p.push_back(static_cast<int32_t>(testing::Mix64(seed * 7919 + i) % kVocab));
-  }
-  return p;
+  return testing::RandomPrompt(n, seed, kVocab);
 }
-
-SamplingParams Greedy(int max_tokens) {
-  SamplingParams p;
-  p.max_tokens = max_tokens;
-  p.temperature = 0;
-  p.ignore_eos = true;
-  return p;
-}
+SamplingParams Greedy(int max_tokens) { return testing::GreedyParams(max_tokens); }
 
 struct SpecSetup {
   EngineOptions options;

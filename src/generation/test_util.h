@@ -26,8 +26,10 @@
 #include <unordered_set>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "common/tensor.h"
+#include "generation/engine.h"
 #include "generation/model_runner.h"
 
 namespace inferd::gen::testing {
@@ -73,6 +75,59 @@ inline std::vector<int32_t> ReferenceGreedy(std::vector<int32_t> prompt, int n, 
   }
   return out;
 }
+
+// A prompt of `n` pseudo-random token ids below `vocab`, fixed by `seed`.
+inline std::vector<int32_t> RandomPrompt(int n, int32_t seed, int vocab) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < n; ++i) {
+    p.push_back(static_cast<int32_t>(Mix64(seed * 7919 + i) % static_cast<uint64_t>(vocab)));
+  }
+  return p;
+}
+
+// Greedy decoding of exactly `max_tokens` tokens (EOS ignored).
+inline SamplingParams GreedyParams(int max_tokens) {
+  SamplingParams p;
+  p.max_tokens = max_tokens;
+  p.temperature = 0;
+  p.ignore_eos = true;
+  return p;
+}
+
+// Collects one request's events (the callback runs on the engine thread); Wait() and the
+// accessors block until the final event.
+class Collector {
+ public:
+  std::function<void(const GenerationEvent&)> Callback() {
+    return [this](const GenerationEvent& e) { OnEvent(e); };
+  }
+  void OnEvent(const GenerationEvent& e) EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    events_.push_back(e);
+    if (e.finished) done_.NotifyAll();
+  }
+  std::vector<GenerationEvent> Wait() EXCLUDES(mu_) {
+    MutexLock l(&mu_);
+    while (events_.empty() || !events_.back().finished) done_.Wait(&mu_);
+    return events_;
+  }
+  std::vector<int32_t> Tokens() {
+    std::vector<int32_t> t;
+    for (const GenerationEvent& e : Wait()) t.insert(t.end(), e.tokens.begin(), e.tokens.end());
+    return t;
+  }
+  std::string Text() {
+    std::string t;
+    for (const GenerationEvent& e : Wait()) t += e.text;
+    return t;
+  }
+  GenerationEvent Final() { return Wait().back(); }
+
+ private:
+  Mutex mu_;
+  CondVar done_;
+  std::vector<GenerationEvent> events_ GUARDED_BY(mu_);
+};
 
 inline DecoderConfig FakeConfig(int vocab, int max_context, int eos = -1) {
   DecoderConfig c{};

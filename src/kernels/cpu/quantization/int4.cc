@@ -158,20 +158,11 @@ class GatherInt4Kernel final : public OpKernel {
   int64_t d_ = 0, block_ = 32;
 };
 
-void RegisterInferd(KernelRegistry& r, const char* op, KernelFactory f, int type_input) {
-  KernelDef def;
-  def.domain = "ai.inferd";
-  def.op_type = op;
-  def.factory = std::move(f);
-  def.type_input = type_input;
-  r.Register(std::move(def));
-}
-
 }  // namespace
 
 void RegisterQuantInt4Kernels(KernelRegistry& r) {
-  RegisterInferd(r, "MatMulInt4", MakeKernel<MatMulInt4Kernel>(), 0);
-  RegisterInferd(r, "GatherInt4", MakeKernel<GatherInt4Kernel>(), 0);
+  RegisterInferdOp(r, "MatMulInt4", MakeKernel<MatMulInt4Kernel>(), 0);
+  RegisterInferdOp(r, "GatherInt4", MakeKernel<GatherInt4Kernel>(), 0);
 }
 
 }  // namespace inferd::cpu

@@ -166,20 +166,11 @@ class GatherNBitsKernel final : public OpKernel {
   NBitsAttrs attrs_;
 };
 
-void RegisterInferd(KernelRegistry& r, const char* op, KernelFactory f, int type_input) {
-  KernelDef def;
-  def.domain = "ai.inferd";
-  def.op_type = op;
-  def.factory = std::move(f);
-  def.type_input = type_input;
-  r.Register(std::move(def));
-}
-
 }  // namespace
 
 void RegisterQuantNBitsKernels(KernelRegistry& r) {
-  RegisterInferd(r, "MatMulNBits", MakeKernel<MatMulNBitsKernel>(), 0);
-  RegisterInferd(r, "GatherNBits", MakeKernel<GatherNBitsKernel>(), 0);
+  RegisterInferdOp(r, "MatMulNBits", MakeKernel<MatMulNBitsKernel>(), 0);
+  RegisterInferdOp(r, "GatherNBits", MakeKernel<GatherNBitsKernel>(), 0);
 }
 
 }  // namespace inferd::cpu

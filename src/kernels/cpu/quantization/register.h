@@ -21,4 +21,9 @@ void RegisterQuantInt4Kernels(KernelRegistry& r);
 // ai.inferd.MatMulNBits / GatherNBits: weight-only 4/8-bit decoders (nbits.cc).
 void RegisterQuantNBitsKernels(KernelRegistry& r);
 
+// Registers `op_type` in domain ai.inferd for every opset, its type taken from input
+// `type_input` (the weight-only ops of int4.cc and nbits.cc).
+void RegisterInferdOp(KernelRegistry& r, const char* op_type, KernelFactory factory,
+                      int type_input);
+
 }  // namespace inferd::cpu
