@@ -30,30 +30,16 @@ import requests
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "tests" / "server"))
-from server_test import Server, link_model_file  # noqa: E402
+from server_test import Server, link_decoder_files  # noqa: E402
+from constrained_output_test import PERSON  # noqa: E402  (the e2e test's schema)
 
-PERSON = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "maxLength": 12},
-        "age": {"type": "integer"},
-        "mood": {"enum": ["happy", "sad", "proud"]},
-        "tags": {"type": "array", "items": {"type": "string", "maxLength": 6}, "maxItems": 3},
-        "married": {"type": "boolean"},
-    },
-    "required": ["name", "age", "mood"],
-    "additionalProperties": False,
-}
 PROMPT = "Describe Miss Elizabeth Bennet as a JSON object."
 
 
 def write_repository(root, model_dir, model):
     if os.path.exists(root):
         shutil.rmtree(root)
-    os.makedirs(f"{root}/{model}/1")
-    for f in os.listdir(model_dir):
-        if f.startswith("model.onnx") or f in ("config.json", "tokenizer.model"):
-            link_model_file(os.path.join(model_dir, f), f"{root}/{model}/1/{f}")
+    link_decoder_files(model_dir, f"{root}/{model}/1")
     with open(f"{root}/{model}/config.pbtxt", "w") as out:
         out.write('backend: "inferd_generate"\n'
                   'parameters { key: "kv_cache_bytes" value: { string_value: "64MiB" } }\n'

@@ -29,7 +29,7 @@ import onnx
 from onnx import TensorProto, helper
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
-from server_test import link_model_file  # noqa: E402
+from server_test import link_decoder_files, link_model_file  # noqa: E402
 
 CONFIGS = {
     "identity": """\
@@ -111,11 +111,7 @@ def write_generative(gen_models, out):
     src = os.path.join(gen_models, "tiny-llama")
     if not os.path.exists(os.path.join(src, "model.onnx")):
         return False
-    version_dir = os.path.join(out, "tiny-llama", "1")
-    os.makedirs(version_dir)
-    for f in sorted(os.listdir(src)):
-        if f.startswith("model.onnx") or f in ("config.json", "tokenizer.model"):
-            link_model_file(os.path.join(src, f), os.path.join(version_dir, f))
+    link_decoder_files(src, os.path.join(out, "tiny-llama", "1"))
     with open(os.path.join(out, "tiny-llama", "config.pbtxt"), "w") as f:
         f.write(GEN_CONFIG)
     with open(os.path.join(out, "tiny-llama", "chat_template.json"), "w") as f:

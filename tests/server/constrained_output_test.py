@@ -21,9 +21,7 @@ import jsonschema
 import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_test import Server, link_model_file  # noqa: E402
-
-failures = []
+from server_test import Server, check, failures, link_decoder_files  # noqa: E402
 
 PERSON = {
     "type": "object",
@@ -39,22 +37,13 @@ PERSON = {
 }
 
 
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-
-
 def write_repository(root, gen_models):
     if os.path.exists(root):
         shutil.rmtree(root)
     src = os.path.join(gen_models, "tiny-llama")
     if not os.path.exists(os.path.join(src, "model.onnx")):
         return False
-    os.makedirs(f"{root}/tiny-llama/1")
-    for f in os.listdir(src):
-        if f.startswith("model.onnx") or f in ("config.json", "tokenizer.model"):
-            link_model_file(os.path.join(src, f), f"{root}/tiny-llama/1/{f}")
+    link_decoder_files(src, f"{root}/tiny-llama/1")
     with open(f"{root}/tiny-llama/config.pbtxt", "w") as out:
         out.write('backend: "inferd_generate"\n'
                   'parameters { key: "kv_cache_bytes" value: { string_value: "16MiB" } }\n'

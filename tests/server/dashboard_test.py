@@ -33,7 +33,7 @@ import time
 import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_test import Server, check, failures, link_model_file, write_repository  # noqa: E402
+from server_test import Server, check, failures, link_decoder_files, write_repository  # noqa: E402
 
 PUPPETEER = "puppeteer-core@24.43.1"  # the last major that runs on Debian's Node.js 18/20
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -62,10 +62,7 @@ def add_generative_model(repo, gen_models):
     for name in ("test-llama", "tiny-llama"):
         src = os.path.join(gen_models or "", name)
         if gen_models and os.path.exists(os.path.join(src, "model.onnx")):
-            os.makedirs(f"{repo}/{name}/1")
-            for f in os.listdir(src):
-                if f.startswith("model.onnx") or f in ("config.json", "tokenizer.model"):
-                    link_model_file(os.path.join(src, f), f"{repo}/{name}/1/{f}")
+            link_decoder_files(src, f"{repo}/{name}/1")
             with open(f"{repo}/{name}/config.pbtxt", "w") as out:
                 out.write(GEN_CONFIG)
             return name

@@ -26,7 +26,7 @@ from onnx import TensorProto, helper
 import requests
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_test import Server, check, failures, link_model_file  # noqa: E402
+from server_test import Server, check, failures, link_decoder_files  # noqa: E402
 
 
 def write_repository(root, gen_models):
@@ -53,10 +53,7 @@ def write_repository(root, gen_models):
         out.write(gen_config)
     src = os.path.join(gen_models or "", "tiny-llama")
     if gen_models and os.path.exists(os.path.join(src, "model.onnx")):
-        os.makedirs(f"{root}/tiny-llama/1")
-        for f in os.listdir(src):
-            if f.startswith("model.onnx") or f in ("config.json", "tokenizer.model"):
-                link_model_file(os.path.join(src, f), f"{root}/tiny-llama/1/{f}")
+        link_decoder_files(src, f"{root}/tiny-llama/1")
         with open(f"{root}/tiny-llama/config.pbtxt", "w") as out:
             out.write(gen_config)
         return True

@@ -88,6 +88,15 @@ def link_model_file(src, dst):
         shutil.copy2(src, dst)
 
 
+def link_decoder_files(src_dir, version_dir):
+    """Links a decoder folder's files (model.onnx and its external data, config.json,
+    tokenizer.model) into `version_dir`, created if missing, with link_model_file."""
+    os.makedirs(version_dir, exist_ok=True)
+    for f in sorted(os.listdir(src_dir)):
+        if f.startswith("model.onnx") or f in ("config.json", "tokenizer.model"):
+            link_model_file(os.path.join(src_dir, f), os.path.join(version_dir, f))
+
+
 class Server:
     """`inferd serve` on free loopback ports; `http`, `grpc` and `metrics` are its addresses.
 
