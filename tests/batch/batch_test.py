@@ -391,8 +391,14 @@ def case_resume(args):
     for target in targets:
         before = whole_lines(out)
         proc = start_batch(args, inputs, out, stats)
-        if before >= target:  # kill during start-up, model load or the first batch
-            time.sleep(rng.uniform(0, 0.3))
+        if before >= target:
+            # Kill during start-up, model load or the first batch: at the first new record at
+            # the latest, so a fast machine cannot finish the little work left before the kill
+            # (a blind sleep let one CI run finish its last 40 inputs first).
+            deadline = time.time() + rng.uniform(0, 0.3)
+            while (time.time() < deadline and whole_lines(out) == before
+                   and proc.poll() is None):
+                time.sleep(0.002)
         else:
             deadline = time.time() + TIMEOUT_S
             while whole_lines(out) < target and proc.poll() is None and time.time() < deadline:
