@@ -3,7 +3,7 @@
 
     /usr/bin/python3 bench/fleet/queue_bench.py --inferd build/inferd --work-dir /tmp/queue_bench \
         [--items 10000] [--rounds 3] [--hidden 512] [--threads 1] [--workers 3] [--batch 64] \
-        [--pack 16] [--variant LABEL=INFERD[:PACK] ...]
+        [--pack 64] [--variant LABEL=INFERD[:PACK[:BATCH]] ...]
 
 A redis-server is started on a free loopback port (no persistence) and stopped at the end.
 
@@ -11,8 +11,9 @@ A redis-server is started on a free loopback port (no persistence) and stopped a
    `inferd batch --threads T` and (b) through the queue by `inferd batch --redis` on ONE
    `inferd worker --threads T` (started and warm before the clock starts), --rounds times each,
    a then b. With --variant (repeatable), (b) is run once per variant in each round: LABEL's
-   worker and submitter are INFERD, with `--pack PACK` (no --pack flag when PACK is omitted: an
-   older inferd without packing), so two builds or pack sizes are compared in the same run. Reported per round: wall time, items/s and CPU seconds (wait4 of the local job; the
+   worker and submitter are INFERD, with `--pack PACK` (no --pack flag when PACK is omitted or
+   0: an older inferd without packing) and worker `--batch BATCH` (default --batch), so two
+   builds or configurations are compared in the same run. Reported per round: wall time, items/s and CPU seconds (wait4 of the local job; the
    worker + submitter + redis-server for the queue, from wait4 and /proc). The queue's cost is
    (queue - local) / local, on the medians, in wall time and in CPU; and the worker's own split
    of its time (Redis round trips vs decoding + engine + formatting) from its exit summary.
@@ -59,12 +60,12 @@ def run_timed(cmd, **kw):
 
 
 class Worker:
-    def __init__(self, args, redis, name, stream, group, inferd=None):
+    def __init__(self, args, redis, name, stream, group, inferd=None, batch=None):
         self.name = name
         self.log = os.path.join(args.work_dir, f"{name}.log")
         cmd = [inferd or args.inferd, "worker", "--redis", redis.url, "--stream", stream, "--group", group,
                "--model-repository", args.repo, "--model", "mlp", "--consumer", name,
-               "--threads", str(args.threads), "--batch", str(args.batch),
+               "--threads", str(args.threads), "--batch", str(batch or args.batch),
                "--batch-size", str(args.batch_size),
                "--claim-idle-ms", str(args.claim_idle_ms),
                "--claim-interval-ms", str(args.claim_interval_ms)]
@@ -117,7 +118,7 @@ def fixed_costs(args, redis):
         for i in range(3))
     for v in args.variants:
         stream = f"fixed_{v['label']}"
-        w = Worker(args, redis, stream, stream, "g", v["inferd"])
+        w = Worker(args, redis, stream, stream, "g", v["inferd"], v["batch"])
         v["fixed_submit"] = statistics.median(
             run_timed(queue_cmd(args, os.path.join(args.work_dir, f"q1_{v['label']}_{i}"),
                                 stream, one, v))[1] for i in range(3))
@@ -135,7 +136,7 @@ def command_stats(redis):
 
 def queue_round(args, redis, r, v):
     stream = f"cost{r}_{v['label']}"
-    w = Worker(args, redis, stream, stream, "g", v["inferd"])
+    w = Worker(args, redis, stream, stream, "g", v["inferd"], v["batch"])
     c = redis.client()
     c.command("CONFIG", "RESETSTAT")  # INFO commandstats from here: this round's commands
     c.close()
@@ -195,7 +196,8 @@ def pending_by_consumer(r, stream, group):
 
 def kill_run(args, redis):
     r = redis.client()
-    workers = [Worker(args, redis, f"k{i}", "kill", "g", args.variants[0]["inferd"])
+    workers = [Worker(args, redis, f"k{i}", "kill", "g", args.variants[0]["inferd"],
+                      args.variants[0]["batch"])
                for i in range(args.workers)]
     out = os.path.join(args.work_dir, "kill.jsonl")
     t0 = time.time()
@@ -245,10 +247,10 @@ def main():
     ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--workers", type=int, default=3)
-    ap.add_argument("--batch", type=int, default=64, help="worker --batch (items per read)")
-    ap.add_argument("--pack", type=int, default=16, help="batch --pack (items per stream entry)")
+    ap.add_argument("--batch", type=int, default=256, help="worker --batch (items per read)")
+    ap.add_argument("--pack", type=int, default=64, help="batch --pack (items per stream entry)")
     ap.add_argument("--variant", action="append", default=[],
-                    help="LABEL=INFERD[:PACK]: a queue configuration to run in every round")
+                    help="LABEL=INFERD[:PACK[:BATCH]]: a queue configuration run in every round")
     ap.add_argument("--batch-size", type=int, default=32, help="the model's preferred batch")
     ap.add_argument("--claim-idle-ms", type=int, default=2000)
     ap.add_argument("--claim-interval-ms", type=int, default=1000)
@@ -257,9 +259,11 @@ def main():
     args.variants = []
     for spec in args.variant or [f"queue={args.inferd}:{args.pack}"]:
         label, _, rest = spec.partition("=")
-        inferd, _, pack = rest.partition(":")
+        inferd, _, rest = rest.partition(":")
+        pack, _, batch = rest.partition(":")
         args.variants.append({"label": label, "inferd": os.path.abspath(inferd),
-                              "pack": int(pack) if pack else None, "redis_commands": {}})
+                              "pack": int(pack) if pack and pack != "0" else None,
+                              "batch": int(batch) if batch else None, "redis_commands": {}})
     shutil.rmtree(args.work_dir, ignore_errors=True)
     os.makedirs(args.work_dir)
     args.repo = os.path.join(args.work_dir, "repo")
@@ -286,7 +290,7 @@ def main():
         label = v["label"]
         w = [x[label]["worker"] for x in rounds]
         q = {
-            "inferd": v["inferd"], "pack": v["pack"],
+            "inferd": v["inferd"], "pack": v["pack"], "batch": v["batch"] or args.batch,
             "wall_s": med(label, "wall_s"), "cpu_s": med(label, "cpu_s"),
             "items_per_s": args.items / med(label, "wall_s"),
             "worker_cpu_s": med(label, "worker_cpu_s"),

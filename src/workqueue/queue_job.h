@@ -44,7 +44,7 @@ struct QueueJobOptions {
   std::string group;                        // created at the stream's start if absent; required
   std::string model;                        // required
   int max_queued = 4096;                    // items submitted and not answered; >= 1
-  int pack = 16;                            // items per stream entry, 1..kMaxPackItems
+  int pack = 64;                            // items per stream entry, 1..kMaxPackItems
   size_t pack_bytes = size_t{1} << 20;      // a pack closes once its payloads reach this
   int64_t max_errors = 0;                   // 0 = no limit
   std::chrono::seconds idle_timeout{0};     // 0 = wait for results forever
