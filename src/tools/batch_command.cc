@@ -226,6 +226,7 @@ Status QueueBatch(const BatchCommandOptions& o, const Plan& plan, OutputFile* ou
   q.group = o.group;
   q.model = o.model;
   q.max_queued = o.max_queued;
+  q.pack = o.pack;
   q.max_errors = o.max_errors;
   q.idle_timeout = std::chrono::seconds(o.queue_timeout_s);
   q.output = output;
@@ -317,8 +318,13 @@ CLI::App* AddBatchSubcommand(CLI::App& app, BatchCommandOptions* o) {
   cmd->add_option("--group", o->group, "With --redis: the workers' consumer group")
       ->capture_default_str();
   cmd->add_option("--max-queued", o->max_queued,
-                  "With --redis: entries submitted and not yet answered, at most")
+                  "With --redis: items submitted and not yet answered, at most")
       ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  cmd->add_option("--pack", o->pack,
+                  "With --redis: items per stream entry (one XADD, delivery, result and ack for "
+                  "all of them; 1 = an entry per item)")
+      ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   cmd->add_option("--queue-timeout", o->queue_timeout_s,
                   "With --redis: give up after this many seconds without a result (0 = wait)")

@@ -37,6 +37,7 @@ struct BatchCommandOptions {
   std::string stream = "inferd:jobs";
   std::string group = "inferd";
   int max_queued = 4096;
+  int pack = 64;  // items per stream entry (workqueue/protocol.h)
   int64_t queue_timeout_s = 0;  // 0 = wait for the workers forever
 };
 

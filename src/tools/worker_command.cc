@@ -51,7 +51,9 @@ CLI::App* AddWorkerSubcommand(CLI::App& app, WorkerCommandOptions* o) {
   cmd->add_option("--consumer", o->consumer, "This worker's name in the group (default HOST-PID)");
   cmd->add_option("--model", o->models, "Load this model at start (repeatable; others load on "
                                         "first use)");
-  cmd->add_option("--batch", o->batch, "Entries read per XREADGROUP (COUNT)")
+  cmd->add_option("--batch", o->batch,
+                  "Items per read: XREADGROUP COUNT is this over the items per entry of the "
+                  "last read (entries may be packs, see inferd batch --pack)")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   cmd->add_option("--batch-size", o->batch_size,

@@ -22,7 +22,7 @@ struct WorkerCommandOptions {
   std::string consumer;    // "" = HOSTNAME-PID
   std::string repository;  // the model repository
   std::vector<std::string> models;  // loaded at start (others on first use)
-  int batch = 32;                   // entries per XREADGROUP
+  int batch = 256;                  // items per read (XREADGROUP COUNT = batch / items per entry)
   int batch_size = 8;               // preferred batch of a model without dynamic_batching
   int64_t claim_idle_ms = 30000;
   int64_t claim_interval_ms = 0;    // 0 = claim_idle_ms / 2

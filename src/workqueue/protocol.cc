@@ -19,68 +19,211 @@ StatusOr<int64_t> IntegerOf(const RedisValue& v, std::string_view what) {
   return InvalidArgument("{}: expected an integer", what);
 }
 
-StatusOr<StreamEntry> ParseEntry(const RedisValue& e) {
+StatusOr<StreamEntry> ParseEntry(RedisValue& e) {
   if (!e.is_array() || e.elements.size() != 2 || !e.elements[0].is_string()) {
     return InvalidArgument("a stream entry is not [id, fields]");
   }
   StreamEntry entry;
-  entry.id = e.elements[0].str;
-  const RedisValue& f = e.elements[1];
+  entry.id = std::move(e.elements[0].str);
+  RedisValue& f = e.elements[1];
   if (f.is_nil()) return entry;  // deleted while pending
   if (!f.is_array() || f.elements.size() % 2 != 0) {
     return InvalidArgument("entry {}: fields are not name/value pairs", entry.id);
   }
+  entry.fields.reserve(f.elements.size() / 2);
   for (size_t i = 0; i < f.elements.size(); i += 2) {
     if (!f.elements[i].is_string() || !f.elements[i + 1].is_string()) {
       return InvalidArgument("entry {}: a field is not a string", entry.id);
     }
-    entry.fields.emplace_back(f.elements[i].str, f.elements[i + 1].str);
+    entry.fields.emplace_back(std::move(f.elements[i].str), std::move(f.elements[i + 1].str));
   }
   return entry;
 }
+
+// Where an item's fields are in an entry's field list (-1: absent).
+struct ItemIndex {
+  int source = -1, payload = -1, id = -1;
+  bool is_file = false;
+};
+
+// Sets *slot to field i, or fails when the field was already seen.
+Status Take(int* slot, int i, std::string_view name) {
+  if (*slot >= 0) return InvalidArgument("field '{}' appears twice", name);
+  *slot = i;
+  return Status::Ok();
+}
+
+Status TakeItemField(ItemIndex* item, int i, const std::string& name) {
+  if (name == "source") return Take(&item->source, i, name);
+  if (name == "id") return Take(&item->id, i, name);
+  if (item->payload >= 0) return InvalidArgument("an item has one of 'request' or 'file', not both");
+  item->is_file = name == "file";
+  return Take(&item->payload, i, name);
+}
+
+bool IsItemField(const std::string& name) {
+  return name == "source" || name == "request" || name == "file" || name == "id";
+}
+
+Status CheckItem(const Fields& fields, const ItemIndex& item) {
+  if (item.source < 0 || fields[item.source].second.empty()) {
+    return InvalidArgument("the entry has no 'source' field");
+  }
+  if (item.payload < 0) return InvalidArgument("the entry has neither a 'request' nor a 'file' field");
+  return Status::Ok();
+}
+
+// The single-item form: the fields in any order.
+Status IndexSingle(const Fields& fields, int* model, int* reply, std::vector<ItemIndex>* items) {
+  ItemIndex item;
+  for (int i = 0; i < static_cast<int>(fields.size()); ++i) {
+    const std::string& name = fields[i].first;
+    if (name == "model") {
+      RETURN_IF_ERROR(Take(model, i, name));
+    } else if (name == "reply") {
+      RETURN_IF_ERROR(Take(reply, i, name));
+    } else if (IsItemField(name)) {
+      RETURN_IF_ERROR(TakeItemField(&item, i, name));
+    }
+  }
+  if (*model < 0 || fields[*model].second.empty()) {
+    return InvalidArgument("the entry has no 'model' field");
+  }
+  RETURN_IF_ERROR(CheckItem(fields, item));
+  items->push_back(item);
+  return Status::Ok();
+}
+
+// A pack: header fields anywhere, each `source` starts the next item.
+Status IndexPack(const Fields& fields, int* model, int* reply, std::vector<ItemIndex>* items) {
+  int count_at = -1;
+  for (int i = 0; i < static_cast<int>(fields.size()); ++i) {
+    const std::string& name = fields[i].first;
+    if (name == "model") {
+      RETURN_IF_ERROR(Take(model, i, name));
+    } else if (name == "reply") {
+      RETURN_IF_ERROR(Take(reply, i, name));
+    } else if (name == "items") {
+      RETURN_IF_ERROR(Take(&count_at, i, name));
+    } else if (name == "source") {
+      items->emplace_back();
+      items->back().source = i;
+    } else if (IsItemField(name)) {
+      if (items->empty()) return InvalidArgument("field '{}' comes before the first 'source'", name);
+      Status s = TakeItemField(&items->back(), i, name);
+      if (!s.ok()) return s.WithContext(fmt::format("item {}", items->size() - 1));
+    }
+  }
+  if (*model < 0 || fields[*model].second.empty()) {
+    return InvalidArgument("the entry has no 'model' field");
+  }
+  uint64_t count = 0;
+  if (!ParseU64(fields[count_at].second, &count) || count < 1 || count > kMaxPackItems) {
+    return InvalidArgument("'items' is '{}', not a count in 1..{}", fields[count_at].second,
+                           kMaxPackItems);
+  }
+  if (count != items->size()) {
+    return InvalidArgument("'items' says {} but the entry has {} items", count, items->size());
+  }
+  for (size_t k = 0; k < items->size(); ++k) {
+    Status s = CheckItem(fields, (*items)[k]);
+    if (!s.ok()) return s.WithContext(fmt::format("item {}", k));
+  }
+  return Status::Ok();
+}
+
+bool HasField(const Fields& fields, std::string_view name) {
+  for (const auto& f : fields) {
+    if (f.first == name) return true;
+  }
+  return false;
+}
+
+size_t ItemArgs(const JobItem& item) { return item.id.empty() ? 4 : 6; }
 
 }  // namespace
 
 Fields EncodeJob(const JobEntry& job) {
   Fields f;
   f.emplace_back("model", job.model);
-  f.emplace_back("source", job.source);
-  f.emplace_back(job.is_file ? "file" : "request", job.payload);
-  if (job.is_file && !job.id.empty()) f.emplace_back("id", job.id);
   if (!job.reply.empty()) f.emplace_back("reply", job.reply);
+  if (job.packed || job.items.size() != 1) {
+    f.emplace_back("items", std::to_string(job.items.size()));
+  }
+  for (const JobItem& item : job.items) {
+    f.emplace_back("source", item.source);
+    f.emplace_back(item.is_file ? "file" : "request", item.payload);
+    if (!item.id.empty()) f.emplace_back("id", item.id);
+  }
   return f;
 }
 
-StatusOr<JobEntry> DecodeJob(const Fields& fields) {
-  JobEntry job;
-  bool seen_model = false, seen_source = false, seen_payload = false, seen_id = false,
-       seen_reply = false;
-  auto take = [&](bool* seen, std::string* into, const std::string& name,
-                  const std::string& value) -> Status {
-    if (*seen) return InvalidArgument("field '{}' appears twice", name);
-    *seen = true;
-    *into = value;
-    return Status::Ok();
-  };
-  for (const auto& [name, value] : fields) {
-    if (name == "model") {
-      RETURN_IF_ERROR(take(&seen_model, &job.model, name, value));
-    } else if (name == "source") {
-      RETURN_IF_ERROR(take(&seen_source, &job.source, name, value));
-    } else if (name == "request" || name == "file") {
-      if (seen_payload) return InvalidArgument("an entry has one of 'request' or 'file', not both");
-      RETURN_IF_ERROR(take(&seen_payload, &job.payload, name, value));
-      job.is_file = name == "file";
-    } else if (name == "id") {
-      RETURN_IF_ERROR(take(&seen_id, &job.id, name, value));
-    } else if (name == "reply") {
-      RETURN_IF_ERROR(take(&seen_reply, &job.reply, name, value));
+void AppendJobXadd(std::string_view stream, const JobEntry& job, RespBuffer* out) {
+  bool packed = job.packed || job.items.size() != 1;
+  size_t argc = 5 + (job.reply.empty() ? 0 : 2) + (packed ? 2 : 0);
+  for (const JobItem& item : job.items) argc += ItemArgs(item);
+  out->Begin(argc);
+  out->Arg("XADD");
+  out->Arg(stream);
+  out->Arg("*");
+  out->Arg("model");
+  out->Arg(job.model);
+  if (!job.reply.empty()) {
+    out->Arg("reply");
+    out->Arg(job.reply);
+  }
+  if (packed) {
+    out->Arg("items");
+    out->Arg(static_cast<int64_t>(job.items.size()));
+  }
+  for (const JobItem& item : job.items) {
+    out->Arg("source");
+    out->Arg(item.source);
+    out->Arg(item.is_file ? "file" : "request");
+    out->Arg(item.payload);
+    if (!item.id.empty()) {
+      out->Arg("id");
+      out->Arg(item.id);
     }
   }
-  if (!seen_model || job.model.empty()) return InvalidArgument("the entry has no 'model' field");
-  if (!seen_source || job.source.empty()) return InvalidArgument("the entry has no 'source' field");
-  if (!seen_payload) return InvalidArgument("the entry has neither a 'request' nor a 'file' field");
+}
+
+StatusOr<JobEntry> DecodeJob(Fields* fields) {
+  Fields& f = *fields;
+  JobEntry job;
+  job.packed = HasField(f, "items");
+  int model = -1, reply = -1;
+  std::vector<ItemIndex> index;
+  RETURN_IF_ERROR(job.packed ? IndexPack(f, &model, &reply, &index)
+                             : IndexSingle(f, &model, &reply, &index));
+  // Valid: now the values move out.
+  job.model = std::move(f[model].second);
+  if (reply >= 0) job.reply = std::move(f[reply].second);
+  job.items.resize(index.size());
+  for (size_t k = 0; k < index.size(); ++k) {
+    JobItem& item = job.items[k];
+    item.source = std::move(f[index[k].source].second);
+    item.payload = std::move(f[index[k].payload].second);
+    item.is_file = index[k].is_file;
+    if (index[k].id >= 0) item.id = std::move(f[index[k].id].second);
+  }
   return job;
+}
+
+std::vector<std::string> EntrySources(const Fields& fields) {
+  std::vector<std::string> out;
+  for (const auto& [name, value] : fields) {
+    if (name == "source") out.push_back(value);
+  }
+  return out;
+}
+
+Fields ItemFields(const JobEntry& job, const JobItem& item) {
+  JobEntry one;
+  one.model = job.model;
+  one.reply = job.reply;
+  one.items.push_back(item);
+  return EncodeJob(one);
 }
 
 std::string ResultKey(std::string_view stream, std::string_view entry_id) {
@@ -91,41 +234,40 @@ std::string ReplyStream(std::string_view stream, std::string_view job) {
   return fmt::format("{}:reply:{}", stream, job);
 }
 
-StatusOr<std::vector<StreamEntry>> ParseEntries(const RedisValue& list) {
+StatusOr<std::vector<StreamEntry>> ParseEntries(RedisValue list) {
   if (list.is_nil()) return std::vector<StreamEntry>{};
   if (!list.is_array()) return InvalidArgument("an entry list is not an array");
   std::vector<StreamEntry> out;
   out.reserve(list.elements.size());
-  for (const RedisValue& e : list.elements) {
+  for (RedisValue& e : list.elements) {
     ASSIGN_OR_RETURN(StreamEntry entry, ParseEntry(e));
     out.push_back(std::move(entry));
   }
   return out;
 }
 
-StatusOr<std::vector<StreamEntry>> ParseReadReply(const RedisValue& reply,
-                                                  std::string_view stream) {
+StatusOr<std::vector<StreamEntry>> ParseReadReply(RedisValue reply, std::string_view stream) {
   if (reply.is_nil()) return std::vector<StreamEntry>{};
   if (!reply.is_array()) return InvalidArgument("XREADGROUP reply is not an array");
-  for (const RedisValue& s : reply.elements) {
+  for (RedisValue& s : reply.elements) {
     if (!s.is_array() || s.elements.size() != 2 || !s.elements[0].is_string()) {
       return InvalidArgument("XREADGROUP reply: a stream is not [name, entries]");
     }
     if (s.elements[0].str != stream) continue;
-    auto entries = ParseEntries(s.elements[1]);
+    auto entries = ParseEntries(std::move(s.elements[1]));
     if (!entries.ok()) return entries.status().WithContext("XREADGROUP reply");
     return entries;
   }
   return std::vector<StreamEntry>{};
 }
 
-StatusOr<AutoClaimResult> ParseAutoClaimReply(const RedisValue& reply) {
+StatusOr<AutoClaimResult> ParseAutoClaimReply(RedisValue reply) {
   if (!reply.is_array() || reply.elements.size() < 2 || !reply.elements[0].is_string()) {
     return InvalidArgument("XAUTOCLAIM reply is not [cursor, entries, ...]");
   }
   AutoClaimResult r;
   r.next_cursor = reply.elements[0].str;
-  auto entries = ParseEntries(reply.elements[1]);
+  auto entries = ParseEntries(std::move(reply.elements[1]));
   if (!entries.ok()) return entries.status().WithContext("XAUTOCLAIM reply");
   r.entries = std::move(entries).value();
   if (reply.elements.size() >= 3 && reply.elements[2].is_array()) {

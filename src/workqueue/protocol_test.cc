@@ -69,23 +69,98 @@ TEST(RedisError, MatchesTheFirstWordOfTheServerReply) {
   EXPECT_FALSE(IsRedisError(Unavailable("replied: BUSYGROUP"), "BUSYGROUP"));
 }
 
+StatusOr<JobEntry> Decode(Fields f) { return DecodeJob(&f); }
+
 TEST(JobEntry, RoundTripsRequestsAndFiles) {
-  JobEntry job{"cnn", "req.jsonl:7", false, R"({"inputs":{"x":[1]}})", "line 7", "S:reply:1"};
-  auto back = DecodeJob(EncodeJob(job));
+  JobEntry job{"cnn", "S:reply:1", {{"req.jsonl:7", false, R"({"inputs":{"x":[1]}})", "line 7"}}};
+  Fields fields = EncodeJob(job);
+  EXPECT_EQ(fields.size(), 5u);  // model, reply, source, request, id: no `items`
+  auto back = Decode(fields);
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->model, "cnn");
-  EXPECT_EQ(back->source, "req.jsonl:7");
-  EXPECT_FALSE(back->is_file);
-  EXPECT_EQ(back->payload, job.payload);
+  EXPECT_FALSE(back->packed);
+  ASSERT_EQ(back->items.size(), 1u);
+  EXPECT_EQ(back->items[0].source, "req.jsonl:7");
+  EXPECT_FALSE(back->items[0].is_file);
+  EXPECT_EQ(back->items[0].payload, job.items[0].payload);
+  EXPECT_EQ(back->items[0].id, "line 7");
   EXPECT_EQ(back->reply, "S:reply:1");
 
-  JobEntry file{"img", "imgs/a.jpg", true, std::string("\0\xff\x01", 3), "a.jpg", ""};
-  back = DecodeJob(EncodeJob(file));
+  JobEntry file{"img", "", {{"imgs/a.jpg", true, std::string("\0\xff\x01", 3), "a.jpg"}}};
+  back = Decode(EncodeJob(file));
   ASSERT_TRUE(back.ok());
-  EXPECT_TRUE(back->is_file);
-  EXPECT_EQ(back->payload, std::string("\0\xff\x01", 3));
-  EXPECT_EQ(back->id, "a.jpg");
+  EXPECT_TRUE(back->items[0].is_file);
+  EXPECT_EQ(back->items[0].payload, std::string("\0\xff\x01", 3));
+  EXPECT_EQ(back->items[0].id, "a.jpg");
   EXPECT_EQ(back->reply, "");
+  // The single-item form takes its fields in any order.
+  back = Decode({{"request", "{}"}, {"source", "s"}, {"model", "m"}});
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->items[0].source, "s");
+}
+
+TEST(JobEntry, PacksRoundTripInOrder) {
+  JobEntry pack{"mlp", "S:reply:2", {}, true};
+  pack.items.push_back({"a.jsonl:1", false, "{\"inputs\":{}}", "line 1"});
+  pack.items.push_back({"b.npy", true, std::string("\x93NUMPY\0", 7), ""});
+  pack.items.push_back({"a.jsonl:3", false, "{}", "line 3"});
+  auto back = Decode(EncodeJob(pack));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->packed);
+  EXPECT_EQ(back->model, "mlp");
+  EXPECT_EQ(back->reply, "S:reply:2");
+  ASSERT_EQ(back->items.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(back->items[k].source, pack.items[k].source);
+    EXPECT_EQ(back->items[k].is_file, pack.items[k].is_file);
+    EXPECT_EQ(back->items[k].payload, pack.items[k].payload);
+    EXPECT_EQ(back->items[k].id, pack.items[k].id);
+  }
+  // A pack of one keeps its `items` field.
+  JobEntry one{"m", "", {{"s", false, "{}", ""}}, true};
+  EXPECT_EQ(EncodeJob(one).size(), 4u);
+  // A dead letter of item 1 is a single-item entry of its own.
+  auto item = Decode(ItemFields(pack, pack.items[1]));
+  ASSERT_TRUE(item.ok()) << item.status().message();
+  EXPECT_FALSE(item->packed);
+  EXPECT_EQ(item->model, "mlp");
+  EXPECT_EQ(item->reply, "S:reply:2");
+  EXPECT_EQ(item->items[0].payload, pack.items[1].payload);
+}
+
+TEST(JobEntry, AppendedXaddIsTheEncodedFields) {
+  JobEntry pack{"mlp", "R", {{"s1", false, "{}", "line 1"}, {"s2", true, std::string("\0\r\n", 3), ""}},
+                true};
+  RespBuffer want;
+  std::vector<std::string> args = {"XADD", "jobs", "*"};
+  for (auto& [n, v] : EncodeJob(pack)) {
+    args.push_back(n);
+    args.push_back(v);
+  }
+  want.Command(args);
+  RespBuffer got;
+  AppendJobXadd("jobs", pack, &got);
+  EXPECT_TRUE(got.complete());
+  EXPECT_EQ(got.commands(), 1u);
+  EXPECT_EQ(got.data(), want.data());
+  EXPECT_EQ(want.data().substr(0, 15), "*19\r\n$4\r\nXADD\r\n");
+}
+
+TEST(RespBuffer, FormatsCommandsAndCountsArguments) {
+  RespBuffer b;
+  b.Command({"SET", "k", std::string_view("a\0b", 3)});
+  b.Begin(2);
+  b.Arg("EXPIRE");
+  EXPECT_FALSE(b.complete());
+  b.Arg(int64_t{-42});
+  EXPECT_TRUE(b.complete());
+  EXPECT_EQ(b.commands(), 2u);
+  using namespace std::string_literals;
+  EXPECT_EQ(b.data(), "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\na\0b\r\n"
+                      "*2\r\n$6\r\nEXPIRE\r\n$3\r\n-42\r\n"s);
+  b.Clear();
+  EXPECT_EQ(b.commands(), 0u);
+  EXPECT_TRUE(b.data().empty());
 }
 
 TEST(JobEntry, InvalidEntriesNameTheProblem) {
@@ -99,15 +174,35 @@ TEST(JobEntry, InvalidEntriesNameTheProblem) {
       {{{"model", "m"}, {"source", "s"}, {"request", "{}"}, {"file", "x"}}, "not both"},
       {{{"model", "m"}, {"model", "n"}, {"source", "s"}, {"request", "{}"}}, "twice"},
       {{{"model", ""}, {"source", "s"}, {"request", "{}"}}, "'model'"},
+      // Packs.
+      {{{"model", "m"}, {"items", "2"}, {"source", "s"}, {"request", "{}"}}, "says 2"},
+      {{{"model", "m"}, {"items", "0"}, {"source", "s"}, {"request", "{}"}}, "1..4096"},
+      {{{"model", "m"}, {"items", "x"}, {"source", "s"}, {"request", "{}"}}, "not a count"},
+      {{{"model", "m"}, {"items", "1"}, {"request", "{}"}, {"source", "s"}}, "before the first"},
+      {{{"model", "m"}, {"items", "2"}, {"source", "s"}, {"request", "{}"}, {"source", "t"}},
+       "item 1"},
+      {{{"model", "m"}, {"items", "1"}, {"source", "s"}, {"request", "{}"}, {"id", "a"},
+        {"id", "b"}},
+       "twice"},
+      {{{"model", "m"}, {"items", "1"}, {"items", "1"}, {"source", "s"}, {"request", "{}"}},
+       "twice"},
+      {{{"items", "1"}, {"source", "s"}, {"request", "{}"}}, "'model'"},
   };
   for (const Case& c : cases) {
-    auto job = DecodeJob(c.fields);
+    Fields f = c.fields;
+    auto job = DecodeJob(&f);
     ASSERT_FALSE(job.ok()) << c.want;
     EXPECT_EQ(job.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(job.status().message().find(c.want), std::string::npos) << job.status().message();
+    EXPECT_EQ(f, c.fields) << "a refused entry's fields are left as they were";
   }
   // Unknown fields are ignored.
-  EXPECT_TRUE(DecodeJob({{"model", "m"}, {"source", "s"}, {"request", "{}"}, {"v2", "x"}}).ok());
+  EXPECT_TRUE(Decode({{"model", "m"}, {"source", "s"}, {"request", "{}"}, {"v2", "x"}}).ok());
+  EXPECT_TRUE(
+      Decode({{"model", "m"}, {"items", "1"}, {"source", "s"}, {"v2", "x"}, {"request", "{}"}})
+          .ok());
+  EXPECT_EQ(EntrySources({{"model", "m"}, {"source", "a"}, {"source", "b"}}),
+            (std::vector<std::string>{"a", "b"}));
 }
 
 TEST(Keys, AreNamespacedByStream) {

@@ -18,7 +18,7 @@ using batchjob::JobSummary;
 using batchjob::StopReason;
 using TimePoint = std::chrono::steady_clock::time_point;
 
-constexpr size_t kSubmitChunk = 256;
+constexpr size_t kSubmitChunk = 1024;  // items per round trip of XADDs
 
 std::string NewJobId() {
   std::random_device rd;
@@ -60,11 +60,20 @@ class QueueJob {
 
   const QueueJobOptions& o_;
   const std::vector<InputItem>& items_;
+  // Adds item next_ to `pack` (or its error record to *local when it cannot be read here).
+  void AddItem(JobEntry* pack, std::vector<size_t>* index, size_t* bytes, std::string* local,
+               int64_t* local_errors);
+  // The records of one answered entry (`value` is its result key's value) appended to *lines.
+  void TakeResult(const std::string& entry_id, const RedisValue& value, std::string* lines,
+                  int64_t* records, int64_t* errors);
+
   std::unique_ptr<RedisClient> redis_;
   std::string reply_;
   std::string reply_cursor_ = "0-0";
   size_t next_ = 0;
-  std::unordered_map<std::string, size_t> outstanding_;  // entry id -> item index
+  // entry id -> the indexes of its items, in the entry's order
+  std::unordered_map<std::string, std::vector<size_t>> outstanding_;
+  size_t outstanding_items_ = 0;
   bool stopping_ = false;
   JobSummary s_;
 };
@@ -88,54 +97,113 @@ Status QueueJob::Write(const std::string& lines, int64_t records, int64_t errors
   return Status::Ok();
 }
 
+void QueueJob::AddItem(JobEntry* pack, std::vector<size_t>* index, size_t* bytes,
+                       std::string* local, int64_t* local_errors) {
+  const InputItem& item = items_[next_];
+  JobItem job;
+  job.source = item.source;
+  if (item.kind == InputItem::Kind::kJsonLine) {
+    job.payload = item.text;  // the line's bytes as they are: the worker parses them
+    job.id = fmt::format("line {}", item.line);
+  } else {
+    auto read = batchjob::ReadFileBytes(item.path);
+    if (!read.ok()) {
+      s_.last_error = read.status().message();
+      *local += batchjob::FormatErrorRecord(batchjob::DefaultIdJson(item), item.source,
+                                            s_.last_error);
+      ++*local_errors;
+      ++next_;
+      return;
+    }
+    job.is_file = true;
+    job.payload = std::move(read).value();
+    job.id = item.id;
+  }
+  *bytes += job.payload.size() + job.source.size();
+  pack->items.push_back(std::move(job));
+  index->push_back(next_++);
+}
+
 Status QueueJob::Submit() {
-  std::vector<std::vector<std::string>> cmds;
-  std::vector<size_t> index;
+  RespBuffer cmds;
+  std::vector<std::vector<size_t>> index;  // per XADD: its items
   std::string local;  // error records of items that cannot be read here
   int64_t local_errors = 0;
-  while (cmds.size() < kSubmitChunk && next_ < items_.size() &&
-         outstanding_.size() + cmds.size() < static_cast<size_t>(o_.max_queued)) {
-    const InputItem& item = items_[next_];
-    JobEntry job;
-    job.model = o_.model;
-    job.source = item.source;
-    job.reply = reply_;
-    if (item.kind == InputItem::Kind::kJsonLine) {
-      job.payload = item.text;
-      job.id = fmt::format("line {}", item.line);
-    } else {
-      auto bytes = batchjob::ReadFileBytes(item.path);
-      if (!bytes.ok()) {
-        s_.last_error = bytes.status().message();
-        local += batchjob::FormatErrorRecord(batchjob::DefaultIdJson(item), item.source,
-                                             s_.last_error);
-        ++local_errors;
-        ++next_;
-        continue;
-      }
-      job.is_file = true;
-      job.payload = std::move(bytes).value();
-      job.id = item.id;
+  size_t queued = 0;
+  auto room = [&] {
+    return queued < kSubmitChunk && next_ < items_.size() &&
+           outstanding_items_ + queued < static_cast<size_t>(o_.max_queued);
+  };
+  while (room()) {
+    JobEntry pack;
+    pack.model = o_.model;
+    pack.reply = reply_;
+    pack.packed = o_.pack > 1;
+    std::vector<size_t> items;
+    size_t bytes = 0;
+    while (room() && items.size() < static_cast<size_t>(o_.pack) &&
+           (items.empty() || bytes < o_.pack_bytes)) {
+      size_t before = items.size();
+      AddItem(&pack, &items, &bytes, &local, &local_errors);
+      queued += items.size() - before;
     }
-    std::vector<std::string> cmd = {"XADD", o_.stream, "*"};
-    for (auto& [name, value] : EncodeJob(job)) {
-      cmd.push_back(name);
-      cmd.push_back(std::move(value));
-    }
-    cmds.push_back(std::move(cmd));
-    index.push_back(next_++);
+    if (items.empty()) continue;
+    AppendJobXadd(o_.stream, pack, &cmds);
+    index.push_back(std::move(items));
   }
   RETURN_IF_ERROR(Write(local, local_errors, local_errors));
-  if (cmds.empty()) return Status::Ok();
+  if (cmds.commands() == 0) return Status::Ok();
   ASSIGN_OR_RETURN(std::vector<RedisValue> ids, redis_->Pipeline(cmds));
   for (size_t i = 0; i < ids.size(); ++i) {
     if (!ids[i].is_string()) {
       return Internal("XADD to {} failed: {}", o_.stream, ids[i].str);
     }
-    outstanding_.emplace(ids[i].str, index[i]);
+    s_.submitted += static_cast<int64_t>(index[i].size());
+    outstanding_items_ += index[i].size();
+    outstanding_.emplace(std::move(ids[i].str), std::move(index[i]));
   }
-  s_.submitted += static_cast<int64_t>(ids.size());
   return Status::Ok();
+}
+
+// A record line of an error (batchjob/records.h writes "error" and never "outputs" for one).
+bool IsErrorRecord(std::string_view line) {
+  return line.find("\"error\":") != std::string_view::npos &&
+         line.find("\"outputs\":") == std::string_view::npos;
+}
+
+void QueueJob::TakeResult(const std::string& entry_id, const RedisValue& v, std::string* lines,
+                          int64_t* records, int64_t* errors) {
+  const std::vector<size_t>& items = outstanding_[entry_id];
+  std::vector<std::string_view> got;
+  if (v.is_string()) {
+    std::string_view rest = v.str;
+    while (!rest.empty()) {
+      size_t nl = rest.find('\n');
+      if (nl == std::string_view::npos) break;  // a torn value: not a record
+      got.push_back(rest.substr(0, nl + 1));
+      rest = rest.substr(nl + 1);
+    }
+    if (!rest.empty()) got.clear();
+  }
+  if (got.size() == items.size()) {
+    lines->append(v.str);
+    for (std::string_view line : got) *errors += IsErrorRecord(line) ? 1 : 0;
+  } else {  // expired (result TTL), removed by hand, or not one record per item
+    std::string why = got.empty() ? "is missing"
+                                  : fmt::format("has {} records for {} items", got.size(),
+                                                items.size());
+    for (size_t i : items) {
+      const InputItem& item = items_[i];
+      s_.last_error = fmt::format("{}: result {} {}", item.source, ResultKey(o_.stream, entry_id),
+                                  why);
+      *lines += batchjob::FormatErrorRecord(batchjob::DefaultIdJson(item), item.source,
+                                            s_.last_error);
+      ++*errors;
+    }
+  }
+  *records += static_cast<int64_t>(items.size());
+  outstanding_items_ -= items.size();
+  outstanding_.erase(entry_id);
 }
 
 Status QueueJob::Collect() {
@@ -143,7 +211,7 @@ Status QueueJob::Collect() {
                    redis_->Command({"XREAD", "COUNT", "1000", "BLOCK", "100", "STREAMS", reply_,
                                     reply_cursor_},
                                    std::chrono::milliseconds(100)));
-  ASSIGN_OR_RETURN(std::vector<StreamEntry> notes, ParseReadReply(reply, reply_));
+  ASSIGN_OR_RETURN(std::vector<StreamEntry> notes, ParseReadReply(std::move(reply), reply_));
   std::vector<std::string> ready;
   for (const StreamEntry& n : notes) {
     reply_cursor_ = n.id;
@@ -157,35 +225,25 @@ Status QueueJob::Collect() {
   if (ready.empty()) return Status::Ok();
   std::sort(ready.begin(), ready.end());
   ready.erase(std::unique(ready.begin(), ready.end()), ready.end());
-  std::vector<std::string> mget = {"MGET"}, del = {"DEL"};
-  for (const std::string& id : ready) mget.push_back(ResultKey(o_.stream, id));
-  del.insert(del.end(), mget.begin() + 1, mget.end());
+  RespBuffer cmds;
   // Read and delete in one round trip: a result deleted but not yet written (this process dies
   // in between) is not lost work, since --resume submits every input without a record again.
-  ASSIGN_OR_RETURN(std::vector<RedisValue> replies, redis_->Pipeline({mget, del}));
+  for (const char* verb : {"MGET", "DEL"}) {
+    cmds.Begin(1 + ready.size());
+    cmds.Arg(verb);
+    for (const std::string& id : ready) cmds.Arg(ResultKey(o_.stream, id));
+  }
+  ASSIGN_OR_RETURN(std::vector<RedisValue> replies, redis_->Pipeline(cmds));
   const RedisValue& values = replies[0];
   if (!values.is_array() || values.elements.size() != ready.size()) {
     return Internal("MGET of {} results: unexpected reply", ready.size());
   }
   std::string lines;
-  int64_t errors = 0;
+  int64_t records = 0, errors = 0;
   for (size_t i = 0; i < ready.size(); ++i) {
-    const InputItem& item = items_[outstanding_[ready[i]]];
-    const RedisValue& v = values.elements[i];
-    if (v.is_string() && !v.str.empty() && v.str.back() == '\n') {
-      lines += v.str;
-      errors += v.str.find("\"error\":") != std::string::npos &&
-                        v.str.find("\"outputs\":") == std::string::npos
-                    ? 1
-                    : 0;
-    } else {  // expired (result TTL) or removed by hand: the item has an error record
-      s_.last_error = fmt::format("{}: result {} is missing", item.source, ResultKey(o_.stream, ready[i]));
-      lines += batchjob::FormatErrorRecord(batchjob::DefaultIdJson(item), item.source, s_.last_error);
-      ++errors;
-    }
-    outstanding_.erase(ready[i]);
+    TakeResult(ready[i], values.elements[i], &lines, &records, &errors);
   }
-  return Write(lines, static_cast<int64_t>(ready.size()), errors);
+  return Write(lines, records, errors);
 }
 
 StatusOr<std::string> QueueJob::TrimPoint() {
@@ -250,6 +308,9 @@ StatusOr<JobSummary> RunQueueJob(const QueueJobOptions& o, const std::vector<Inp
     return InvalidArgument("a queue job needs a stream, a group, a model and an output");
   }
   if (o.max_queued < 1) return InvalidArgument("max_queued must be >= 1, got {}", o.max_queued);
+  if (o.pack < 1 || o.pack > kMaxPackItems) {
+    return InvalidArgument("--pack must be in 1..{}, got {}", kMaxPackItems, o.pack);
+  }
   QueueJob job(o, items);
   return job.Run();
 }

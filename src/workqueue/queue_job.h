@@ -1,13 +1,17 @@
 // The submitting side of the work queue: `inferd batch --redis URL` runs a job's items on the
 // workers (worker.h) instead of in process, with the same inputs, records and progress display.
 //
-//   submit   each item becomes one job entry (protocol.h): a JSONL line as `request`, a file's
-//            bytes as `file`; at most `max_queued` entries are submitted and not yet answered
-//            (pipelined XADDs, up to 256 a round trip);
+//   submit   up to `pack` consecutive items become one job entry (protocol.h: a pack; one item
+//            per entry with pack 1), a JSONL line as `request` (its bytes as read: nothing is
+//            parsed here), a file's bytes as `file`; a pack closes early once its payloads reach
+//            `pack_bytes`. At most `max_queued` items are submitted and not yet answered
+//            (pipelined XADDs, up to 1024 items a round trip);
 //   collect  XREAD BLOCK on the job's own reply stream (S:reply:JOB) gives the ids whose results
 //            are stored; MGET fetches the records and DEL removes their keys (one round trip),
 //            and they are appended to the output exactly as a local job writes them (fdatasync
-//            per burst). An id seen twice (a redelivered entry notifies again) is written once.
+//            per burst). An id seen twice (a redelivered entry notifies again) is written once. A
+//            result that is missing (expired) or does not hold one record per item of its entry
+//            gives each of the entry's items an error record.
 //   finish   when every submitted entry has a record; then the reply stream is deleted and the
 //            job stream trimmed to what every group has read and acknowledged (XTRIM MINID,
 //            protocol.h SafeTrimId). On a signal (or --max-errors) no more entries are submitted and the
@@ -39,7 +43,9 @@ struct QueueJobOptions {
   std::string stream;                       // required
   std::string group;                        // created at the stream's start if absent; required
   std::string model;                        // required
-  int max_queued = 4096;                    // >= 1
+  int max_queued = 4096;                    // items submitted and not answered; >= 1
+  int pack = 64;                            // items per stream entry, 1..kMaxPackItems
+  size_t pack_bytes = size_t{1} << 20;      // a pack closes once its payloads reach this
   int64_t max_errors = 0;                   // 0 = no limit
   std::chrono::seconds idle_timeout{0};     // 0 = wait for results forever
   const std::atomic<int>* stop_signal = nullptr;

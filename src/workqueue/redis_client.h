@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -52,6 +53,33 @@ struct RedisValue {
   bool is_string() const { return type == Type::kString || type == Type::kStatus; }
 };
 
+// Commands in RESP (the wire format), appended to one buffer that a Pipeline sends in one write.
+// inferd formats RESP itself instead of through hiredis's redisFormatCommandArgv, which formats
+// every argument's length with sdscatfmt and copies each argument twice: that was the largest
+// single cost of the submitter. Each command is Begin(argc) followed by exactly argc Arg()s.
+//
+//   RespBuffer b;
+//   b.Command({"XACK", stream, group, id});
+//   b.Begin(2 + n); b.Arg("MGET"); ...
+class RespBuffer {
+ public:
+  void Begin(size_t argc);
+  void Arg(std::string_view arg);
+  void Arg(int64_t value);
+  void Command(std::initializer_list<std::string_view> args);
+  void Command(const std::vector<std::string>& args);
+  size_t commands() const { return commands_; }
+  // False while a command still lacks arguments (a Pipeline of it is refused: INTERNAL).
+  bool complete() const { return args_left_ == 0; }
+  const std::string& data() const { return data_; }
+  void Clear();
+
+ private:
+  std::string data_;
+  size_t commands_ = 0;
+  size_t args_left_ = 0;
+};
+
 // True when `status` is a server error reply whose first word is `code` (e.g. "BUSYGROUP").
 bool IsRedisError(const Status& status, std::string_view code);
 
@@ -73,6 +101,7 @@ class RedisClient {
   // replies stay in the result as kError values (one failed SET does not hide the others); only
   // I/O failures fail the call.
   StatusOr<std::vector<RedisValue>> Pipeline(const std::vector<std::vector<std::string>>& commands);
+  StatusOr<std::vector<RedisValue>> Pipeline(const RespBuffer& commands);
 
   // Drops the connection and connects again (AUTH, SELECT). UNAVAILABLE when that fails.
   Status Reconnect();
@@ -84,7 +113,7 @@ class RedisClient {
   Status EnsureConnected();
   Status Broken(std::string_view what);
   Status SetReplyTimeout(std::chrono::milliseconds t);
-  void Append(const std::vector<std::string>& args);
+  Status Append(const RespBuffer& commands);
   StatusOr<RedisValue> Read();
 
   RedisEndpoint endpoint_;

@@ -49,7 +49,7 @@ struct WorkerOptions {
   std::string stream;                       // required
   std::string group;                        // required; created (at the stream's start) if absent
   std::string consumer;                     // required; unique per live worker
-  int batch = 32;                           // XREADGROUP COUNT; >= 1
+  int batch = 256;                          // items per read (see AdaptReadCount); >= 1
   std::chrono::milliseconds block{500};     // XREADGROUP BLOCK: bounds how late a stop is seen
   std::chrono::milliseconds claim_idle{30000};     // >= 1 ms; longer than a batch ever takes
   std::chrono::milliseconds claim_interval{5000};  // between XAUTOCLAIM passes; >= 1 ms

@@ -97,14 +97,15 @@ def case_kill(args, redis):
     for n, p in workers.items():
         wait_ready(args, n, p)
     out = os.path.join(args.work_dir, "kill_queue.jsonl")
+    # Packs of 4 items: a worker's --batch 16 reads 4 entries at a time.
     job = subprocess.Popen([args.inferd, "batch", "--redis", redis.url, "--stream", "jobs",
                             "--group", "g", "--model", "mlp", "--input", req, "--output", out,
-                            "--queue-timeout", "60", "--progress-interval", "1"],
+                            "--queue-timeout", "60", "--progress-interval", "1", "--pack", "4"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # SIGKILL w0 while it holds a batch it has not acknowledged (half a batch at least, unless
     # that takes long), then SIGTERM w1 at once: it finishes its batch, acks it and exits 0.
     t0 = time.time()
-    while pending_by_consumer(r, "jobs", "g").get("w0", 0) < (8 if time.time() - t0 < 10 else 1):
+    while pending_by_consumer(r, "jobs", "g").get("w0", 0) < (2 if time.time() - t0 < 10 else 1):
         check(time.time() - t0 < 60 and job.poll() is None, "w0 never had entries pending")
         time.sleep(0.002)
     workers["w0"].send_signal(signal.SIGKILL)
@@ -127,7 +128,8 @@ def case_kill(args, redis):
         time.sleep(0.02)
     reclaim_s = time.time() - t_kill
     bound = (CLAIM_IDLE_MS + CLAIM_INTERVAL_MS) / 1000 + SLACK_S
-    print(f"  w0 killed with {len(victim)} entries pending; reclaimed after {reclaim_s:.2f} s "
+    print(f"  w0 killed with {len(victim)} entries ({4 * len(victim)} items) pending; reclaimed "
+          f"after {reclaim_s:.2f} s "
           f"(bound {bound:.1f} s)")
     check(reclaim_s <= bound, f"reclaim took {reclaim_s:.2f} s > {bound:.1f} s")
     stdout, stderr = job.communicate(timeout=TIMEOUT_S)
@@ -201,12 +203,18 @@ def case_invalid(args, redis):
                         "reply", "raw:reply:t"),
         "s4": r.command("XADD", "raw", "*", "model", "mlp", "source", "s4", "file", "abc"),
     }
+    # A pack whose second item is not JSON: that item alone is dead-lettered; and a pack whose
+    # item count is wrong: one dead letter for the entry, an error record per source.
+    ids["p1"] = r.command("XADD", "raw", "*", "model", "mlp", "reply", "raw:reply:t", "items", "2",
+                          "source", "p1a", "request", valid, "source", "p1b", "request", "{oops")
+    ids["p2"] = r.command("XADD", "raw", "*", "model", "mlp", "items", "3", "source", "p2a",
+                          "request", valid, "source", "p2b", "request", valid)
     ids = {k: v.decode() for k, v in ids.items()}
     ids["s5"] = ghost_id
     w = start_worker(args, redis, "v0", "raw", "g2", "--max-deliveries", "3")
     deadline = time.time() + 30
-    while r.command("XLEN", "raw:dead") < 5:
-        check(time.time() < deadline, f"dead letters: {r.command('XLEN', 'raw:dead')} of 5:\n"
+    while r.command("XLEN", "raw:dead") < 7:
+        check(time.time() < deadline, f"dead letters: {r.command('XLEN', 'raw:dead')} of 7:\n"
               + open(log_path(args, "v0")).read())
         check(w.poll() is None, "the worker died:\n" + open(log_path(args, "v0")).read())
         time.sleep(0.05)
@@ -220,10 +228,19 @@ def case_invalid(args, redis):
         check(text in reasons.get(s, ""), f"{s}: reason {reasons.get(s)!r} lacks {text!r}")
         rec = r.command("GET", f"result:raw:{ids[s]}")
         check(rec is not None and "error" in json.loads(rec), f"{s}: no error record ({rec})")
+    check("malformed JSON" in reasons.get("p1b", ""), f"p1b: {reasons.get('p1b')!r}")
+    check("p1a" not in reasons, "the pack's valid item was dead-lettered")
+    recs = [json.loads(x) for x in r.command("GET", f"result:raw:{ids['p1']}").splitlines()]
+    check([x["source"] for x in recs] == ["p1a", "p1b"] and "outputs" in recs[0]
+          and "error" in recs[1], f"p1: records {recs}")
+    check("says 3" in reasons.get("p2b", ""), f"p2: {reasons.get('p2b')!r}")
+    recs = [json.loads(x) for x in r.command("GET", f"result:raw:{ids['p2']}").splitlines()]
+    check([x["source"] for x in recs] == ["p2a", "p2b"] and all("error" in x for x in recs),
+          f"p2: records {recs}")
     notified = set()
     for e in r.command("XRANGE", "raw:reply:t", "-", "+"):
         notified.update(fields_of(e[1])["ids"].decode().split())
-    check({ids["s2"], ids["s3"], ids["s5"]} <= notified, f"reply stream: {notified}")
+    check({ids["s2"], ids["s3"], ids["s5"], ids["p1"]} <= notified, f"reply stream: {notified}")
     while stored_id not in notified:
         check(time.time() < deadline, "the stored entry was never redelivered")
         time.sleep(0.05)
