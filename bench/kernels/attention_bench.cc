@@ -1,17 +1,22 @@
-// Micro benchmark of the paged attention kernel (src/kernels/cpu/attention/) against its plain
-// reference (materialized scores, single-threaded attention). Not a test: run by hand,
+// Micro benchmark of the attention kernels (src/kernels/cpu/attention/): the paged (decoder) one
+// against its plain reference (materialized scores, single-threaded attention), the encoder's
+// against its earlier methods, and the machine's FP32 peak. Not a test: run by hand,
 //   build/inferd_attention_bench [--benchmark_filter=Decode]
+// or bench/kernels/attention_peak.py for the encoder table of docs/performance.md.
 // The last argument of each case is the OpenMP thread count. Decode reports the K/V bytes it
 // reads (bytes_per_second: compare with the machine's memory bandwidth), prefill its FLOP rate.
 #include <benchmark/benchmark.h>
 #include <dnnl.h>
+#include <immintrin.h>
 #include <omp.h>
+#include <time.h>
 
 #include <cmath>
 #include <numeric>
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/attention/dense_attention.h"
 #include "kernels/cpu/attention/flash_attention.h"
 #include "kernels/cpu/attention/paged_attention.h"
 
@@ -51,24 +56,24 @@ struct Step {
       starts.push_back(starts.back() + fresh);
       lens.push_back(context);
     }
-    args = {q.data(),
-            k.data(),
-            v.data(),
-            key_cache.data(),
-            value_cache.data(),
-            slots.data(),
-            starts.data(),
-            lens.data(),
-            tables.data(),
-            h,
-            hkv,
-            d,
-            t,
-            seqs,
-            blocks,
-            bs,
-            per_seq,
-            0.125f};
+    args = {.query = q.data(),
+            .key = k.data(),
+            .value = v.data(),
+            .key_cache = key_cache.data(),
+            .value_cache = value_cache.data(),
+            .slot_mapping = slots.data(),
+            .query_start = starts.data(),
+            .context_lens = lens.data(),
+            .block_tables = tables.data(),
+            .num_heads = h,
+            .num_kv_heads = hkv,
+            .head_dim = d,
+            .num_tokens = t,
+            .num_seqs = seqs,
+            .num_blocks = blocks,
+            .block_size = bs,
+            .max_blocks_per_seq = per_seq,
+            .scale = 0.125f};
   }
 };
 
@@ -102,95 +107,193 @@ void Run(benchmark::State& state, bool reference) {
 void Fast(benchmark::State& state) { Run(state, false); }
 void Reference(benchmark::State& state) { Run(state, true); }
 
-// Decode: 16 sequences x 1024 context (GPT-2-small heads; Llama-style GQA 12/4).
-// Prefill: one 512-token prompt.
-// Encoder (BERT-base) attention of one sequence: Q/K/V [seq, 12·64], a [seq] additive mask.
-// EncoderFlash is what ai.inferd.Attention runs (FlashAttention per 48-row block of each head);
-// EncoderSgemm is its previous method (materialized scores: sgemm, masked softmax, sgemm per
-// head), kept here as the baseline. Args: seq, threads.
+// Encoder (BERT-base) attention: Q/K/V [batch, seq, 12·64], a [batch, 1, 1, seq] additive mask
+// (the last 1/8 of each sequence is padding). EncoderDense is what ai.inferd.Attention runs
+// (dense_attention.h's MultiHeadAttention); EncoderFlash its previous method (FlashAttention per
+// 48-row block of each head, 32 keys at a time), EncoderSgemm the one before (materialized
+// scores: sgemm, masked softmax, sgemm per head). Args: seq, batch, threads. Counters: GFLOPS
+// (4·B·H·S²·D per wall second) and GFLOPS_cpu (per second of the process's CPU time: the rate of
+// one busy core, which a shared machine's load does not dilute).
 struct Encoder {
   static constexpr int64_t kHeads = 12, kDim = 64, kHidden = kHeads * kDim;
-  int64_t seq;
+  int64_t seq, batch;
   std::vector<float> q, k, v, mask, y;
-  explicit Encoder(int64_t s)
-      : seq(s), q(s * kHidden), k(s * kHidden), v(s * kHidden), mask(s), y(s * kHidden) {
+  Encoder(int64_t s, int64_t b)
+      : seq(s),
+        batch(b),
+        q(b * s * kHidden),
+        k(b * s * kHidden),
+        v(b * s * kHidden),
+        mask(b * s),
+        y(b * s * kHidden) {
     std::mt19937 rng(2);
     std::uniform_real_distribution<float> dist(-1.f, 1.f);
     for (auto* x : {&q, &k, &v}) {
       for (float& e : *x) e = dist(rng);
     }
-    for (int64_t j = 0; j < s; ++j) mask[j] = j < s * 7 / 8 ? 0.f : -10000.f;  // padding
+    for (int64_t j = 0; j < b * s; ++j) mask[j] = j % s < s * 7 / 8 ? 0.f : -10000.f;
   }
+  double Flops() const { return 4.0 * batch * kHeads * seq * seq * kDim; }
 };
 
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// Runs body() per iteration and sets the FLOP-rate counters.
+template <typename Body>
+void RunFlops(benchmark::State& state, double flops, Body body) {
+  const double cpu0 = ProcessCpuSeconds();
+  for (auto _ : state) body();
+  const double cpu = ProcessCpuSeconds() - cpu0;
+  state.counters["GFLOPS"] =
+      benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOPS_cpu"] = flops * state.iterations() / 1e9 / cpu;
+}
+
+void EncoderDense(benchmark::State& state) {
+  Encoder e(state.range(0), state.range(1));
+  omp_set_num_threads(static_cast<int>(state.range(2)));
+  MultiHeadAttentionArgs a;
+  a.q = e.q.data();
+  a.k = e.k.data();
+  a.v = e.v.data();
+  a.y = e.y.data();
+  a.batch = e.batch;
+  a.q_seq = a.kv_seq = e.seq;
+  a.heads = Encoder::kHeads;
+  a.head_dim = a.value_dim = Encoder::kDim;
+  a.scale = 0.125f;
+  a.mask = e.mask.data();
+  a.mask_strides[0] = e.seq;
+  a.mask_strides[3] = 1;
+  RunFlops(state, e.Flops(), [&] {
+    MultiHeadAttention(a);
+    benchmark::DoNotOptimize(e.y.data());
+  });
+}
+
 void EncoderFlash(benchmark::State& state) {
-  Encoder e(state.range(0));
-  omp_set_num_threads(static_cast<int>(state.range(1)));
+  Encoder e(state.range(0), state.range(1));
+  omp_set_num_threads(static_cast<int>(state.range(2)));
   const int64_t blocks = (e.seq + kFlashTileRows - 1) / kFlashTileRows;
-  for (auto _ : state) {
+  const int64_t tokens = e.seq * Encoder::kHidden;
+  RunFlops(state, e.Flops(), [&] {
 #pragma omp parallel for schedule(static)
-    for (int64_t w = 0; w < Encoder::kHeads * blocks; ++w) {
-      const int64_t h = w / blocks, j0 = w % blocks * kFlashTileRows;
+    for (int64_t w = 0; w < e.batch * Encoder::kHeads * blocks; ++w) {
+      const int64_t b = w / (Encoder::kHeads * blocks), h = w / blocks % Encoder::kHeads;
+      const int64_t j0 = w % blocks * kFlashTileRows;
       AttentionTile t;
-      t.q = e.q.data() + j0 * Encoder::kHidden + h * Encoder::kDim;
+      t.q = e.q.data() + b * tokens + j0 * Encoder::kHidden + h * Encoder::kDim;
       t.q_row_stride = Encoder::kHidden;
-      t.out = e.y.data() + j0 * Encoder::kHidden + h * Encoder::kDim;
+      t.out = e.y.data() + b * tokens + j0 * Encoder::kHidden + h * Encoder::kDim;
       t.out_row_stride = Encoder::kHidden;
       t.num_rows = std::min(kFlashTileRows, e.seq - j0);
       t.head_dim = t.value_dim = Encoder::kDim;
       t.scale = 0.125f;
-      t.key = {e.k.data() + h * Encoder::kDim, Encoder::kHidden};
-      t.value = {e.v.data() + h * Encoder::kDim, Encoder::kHidden};
+      t.key = {e.k.data() + b * tokens + h * Encoder::kDim, Encoder::kHidden};
+      t.value = {e.v.data() + b * tokens + h * Encoder::kDim, Encoder::kHidden};
       t.num_keys = e.seq;
-      t.mask = e.mask.data();
+      t.mask = e.mask.data() + b * e.seq;
       t.mask_key_stride = 1;
       FlashAttention(t);
     }
     benchmark::DoNotOptimize(e.y.data());
-  }
+  });
 }
 
 void EncoderSgemm(benchmark::State& state) {
-  Encoder e(state.range(0));
-  omp_set_num_threads(static_cast<int>(state.range(1)));
-  const int64_t n = e.seq, hd = Encoder::kHidden;
-  for (auto _ : state) {
+  Encoder e(state.range(0), state.range(1));
+  omp_set_num_threads(static_cast<int>(state.range(2)));
+  const int64_t n = e.seq, hd = Encoder::kHidden, tokens = n * hd;
+  RunFlops(state, e.Flops(), [&] {
 #pragma omp parallel for schedule(static)
-    for (int64_t h = 0; h < Encoder::kHeads; ++h) {
+    for (int64_t w = 0; w < e.batch * Encoder::kHeads; ++w) {
+      const int64_t b = w / Encoder::kHeads, h = w % Encoder::kHeads;
       thread_local std::vector<float> scores;
       scores.resize(n * n);
-      const float* qp = e.q.data() + h * Encoder::kDim;
-      const float* kp = e.k.data() + h * Encoder::kDim;
+      const float* qp = e.q.data() + b * tokens + h * Encoder::kDim;
+      const float* kp = e.k.data() + b * tokens + h * Encoder::kDim;
+      const float* mask = e.mask.data() + b * n;
       dnnl_sgemm('N', 'T', n, n, Encoder::kDim, 0.125f, qp, hd, kp, hd, 0.f, scores.data(), n);
       for (int64_t i = 0; i < n; ++i) {
         float* s = scores.data() + i * n;
         float mx = -INFINITY, sum = 0.f;
-        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, s[j] += e.mask[j]);
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, s[j] += mask[j]);
         for (int64_t j = 0; j < n; ++j) sum += s[j] = std::exp(s[j] - mx);
         for (int64_t j = 0; j < n; ++j) s[j] /= sum;
       }
       dnnl_sgemm('N', 'N', n, Encoder::kDim, n, 1.f, scores.data(), n,
-                 e.v.data() + h * Encoder::kDim, hd, 0.f, e.y.data() + h * Encoder::kDim, hd);
+                 e.v.data() + b * tokens + h * Encoder::kDim, hd, 0.f,
+                 e.y.data() + b * tokens + h * Encoder::kDim, hd);
     }
     benchmark::DoNotOptimize(e.y.data());
-  }
+  });
 }
 
-BENCHMARK(EncoderFlash)
-    ->ArgNames({"seq", "threads"})
-    ->Args({128, 1})
-    ->Args({128, 2})
-    ->Args({512, 2})
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
-BENCHMARK(EncoderSgemm)
-    ->ArgNames({"seq", "threads"})
-    ->Args({128, 1})
-    ->Args({128, 2})
-    ->Args({512, 2})
+#define ENCODER_CASES(fn)                          \
+  BENCHMARK(fn)                                    \
+      ->ArgNames({"seq", "batch", "threads"})      \
+      ->ArgsProduct({{128, 512}, {1, 16}, {1, 2}}) \
+      ->Unit(benchmark::kMillisecond)              \
+      ->UseRealTime()
+
+ENCODER_CASES(EncoderDense);
+ENCODER_CASES(EncoderFlash);
+ENCODER_CASES(EncoderSgemm);
+
+// The machine's FP32 peak, two ways. PeakFma: each thread runs 12 independent chains of 8-wide
+// FMAs (AVX2; no AVX-512 path, so on an AVX-512 CPU this is half its peak), what a perfect
+// register-blocked kernel would reach. Sgemm: oneDNN's sgemm on 1024³ (fits L2/L3 blocking),
+// what a tuned GEMM reaches in practice. Arg: threads.
+__attribute__((target("avx2,fma"))) float FmaChains(int64_t iters) {
+  __m256 acc[12];
+  for (int j = 0; j < 12; ++j) acc[j] = _mm256_set1_ps(static_cast<float>(j));
+  const __m256 m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int j = 0; j < 12; ++j) acc[j] = _mm256_fmadd_ps(acc[j], m, a);
+  }
+  __m256 s = acc[0];
+  for (int j = 1; j < 12; ++j) s = _mm256_add_ps(s, acc[j]);
+  return _mm256_cvtss_f32(s);
+}
+
+void PeakFma(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    state.SkipWithError("no AVX2/FMA");
+    return;
+  }
+  const int threads = static_cast<int>(state.range(0));
+  constexpr int64_t kIters = 1 << 20;
+  RunFlops(state, 2.0 * 8 * 12 * kIters * threads, [&] {
+    float sink = 0.f;
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+    sink += FmaChains(kIters);
+    benchmark::DoNotOptimize(sink);
+  });
+}
+BENCHMARK(PeakFma)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+void Sgemm(benchmark::State& state) {
+  const int64_t n = 1024;
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+  omp_set_num_threads(static_cast<int>(state.range(0)));
+  RunFlops(state, 2.0 * n * n * n, [&] {
+    dnnl_sgemm('N', 'N', n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
+    benchmark::DoNotOptimize(c.data());
+  });
+}
+BENCHMARK(Sgemm)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Decode: 16 sequences x 1024 context (GPT-2-small heads; Llama-style GQA 12/4).
+// Prefill: one 512-token prompt.
 #define CASES(fn)                                                    \
   BENCHMARK(fn)                                                      \
       ->ArgNames({"seqs", "ctx", "new", "H", "Hkv", "D", "threads"}) \

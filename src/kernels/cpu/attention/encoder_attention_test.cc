@@ -1,6 +1,6 @@
-// ai.inferd.Attention (the encoder op, fused/attention.cc) runs on this folder's FlashAttention:
-// checked against a plain reference at shapes that cross its 32-key chunks and 48-row tiles,
-// with each mask broadcast form the fusion produces.
+// ai.inferd.Attention (the encoder op, fused/attention.cc) runs on this folder's MultiHeadAttention
+// (dense_attention.h): checked against a plain reference at shapes that cross its tiles, with each
+// mask broadcast form the fusion produces, and at BERT-base's heads.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -76,6 +76,21 @@ TEST(EncoderAttention, MatchesReferenceWithMaskForms) {
                        2e-6);
     }
   }
+}
+
+// BERT-base's heads (12 x 64) at a length that is not a multiple of any tile, padding masked.
+TEST(EncoderAttention, MatchesReferenceAtBertHeads) {
+  const int64_t b = 2, h = 12, d = 64, s = 130;
+  Tensor q = RandomFloat({b, s, h * d}, -1, 1, 5);
+  Tensor k = RandomFloat({b, s, h * d}, -1, 1, 6);
+  Tensor v = RandomFloat({b, s, h * d}, -1, 1, 7);
+  Tensor mask = Tensor::Allocate(DataType::kFloat32, {b, 1, 1, s});
+  for (int64_t i = 0; i < b * s; ++i)
+    mask.data<float>()[i] = i % s < 100 + 20 * (i / s) ? 0.f : -10000.f;
+  auto out =
+      RunNode("Attention", {{"num_heads", AttrInt(h)}}, {q, k, v, mask}, 1, 17, {}, "ai.inferd");
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ExpectTensorNear((*out)[0], Reference(q, k, v, &mask, h), 1e-5, 2e-6);
 }
 
 }  // namespace

@@ -2,14 +2,15 @@
 // AttentionFusion (src/optimizer/attention_fusion.cc); schema in docs/optimizer.md.
 //
 // Q [B, Sq, H·D], K [B, Skv, H·D], V [B, Skv, H·Dv] are the projections before the split into
-// heads; Y [B, Sq, H·Dv] is the context after the heads are merged back. For each (batch, head,
-// block of 48 query rows), in parallel: attention/flash_attention.h's tiled online softmax (32 keys
-// at a time, scores never materialized), reading each head's columns of Q/K/V in place and writing
-// its columns of Y; the head split/merge transposes never materialize.
+// heads; Y [B, Sq, H·Dv] is the context after the heads are merged back. Computed by
+// attention/dense_attention.h's MultiHeadAttention: per (batch, head), in parallel, the head's K/V
+// packed once into register-tile panels, then query tiles of 48 rows through Q·Kᵀ, a vectorized
+// softmax and P·V; each head's columns of Q/K/V are read and its columns of Y written in place, so
+// the head split/merge transposes never materialize.
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/cpu/attention/flash_attention.h"
+#include "kernels/cpu/attention/dense_attention.h"
 #include "kernels/cpu/fused/register.h"
 #include "kernels/cpu/util/kernel_util.h"
 
@@ -48,11 +49,11 @@ class AttentionKernel final : public OpKernel {
     }
     const int64_t b = q->dim(0), sq = q->dim(1), hd = q->dim(2);
     const int64_t skv = k->dim(1), hdv = v->dim(2), h = num_heads_;
-    if (k->dim(0) != b || v->dim(0) != b || k->dim(2) != hd || v->dim(1) != skv ||
-        hd % h != 0 || hdv % h != 0) {
-      return InvalidArgument(
-          "{}: inconsistent shapes Q {}, K {}, V {} for {} heads", node.Describe(),
-          ShapeToString(q->shape()), ShapeToString(k->shape()), ShapeToString(v->shape()), h);
+    if (k->dim(0) != b || v->dim(0) != b || k->dim(2) != hd || v->dim(1) != skv || hd % h != 0 ||
+        hdv % h != 0) {
+      return InvalidArgument("{}: inconsistent shapes Q {}, K {}, V {} for {} heads",
+                             node.Describe(), ShapeToString(q->shape()), ShapeToString(k->shape()),
+                             ShapeToString(v->shape()), h);
     }
     const int64_t d = hd / h, dv = hdv / h;
     // The mask, right-aligned to [B, H, Sq, Skv]; a stride of 0 broadcasts.
@@ -79,37 +80,23 @@ class AttentionKernel final : public OpKernel {
     if (b * sq * hdv == 0) return Status::Ok();
     if (skv == 0) return InvalidArgument("{}: K/V sequence is empty", node.Describe());
     const float scale = scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(d));
-    const float* qd = q->data<float>();
-    const float* kd = k->data<float>();
-    const float* vd = v->data<float>();
-    const float* maskd = mask ? mask->data<float>() : nullptr;
-    float* yd = y->data<float>();
-    // Work items: (batch, head, block of kFlashTileRows query rows), all of equal cost.
-    const int64_t blocks = (sq + kFlashTileRows - 1) / kFlashTileRows;
-    ParallelFor(b * h * blocks, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t w = begin; w < end; ++w) {
-        const int64_t bi = w / (h * blocks), hi = w / blocks % h;
-        const int64_t j0 = w % blocks * kFlashTileRows;
-        AttentionTile t;
-        t.q = qd + (bi * sq + j0) * hd + hi * d;
-        t.q_row_stride = hd;
-        t.out = yd + (bi * sq + j0) * hdv + hi * dv;
-        t.out_row_stride = hdv;
-        t.num_rows = std::min(kFlashTileRows, sq - j0);
-        t.head_dim = d;
-        t.value_dim = dv;
-        t.scale = scale;
-        t.key = {kd + bi * skv * hd + hi * d, hd};
-        t.value = {vd + bi * skv * hdv + hi * dv, hdv};
-        t.num_keys = skv;
-        if (maskd != nullptr) {
-          t.mask = maskd + bi * ms[0] + hi * ms[1] + j0 * ms[2];
-          t.mask_row_stride = ms[2];
-          t.mask_key_stride = ms[3];
-        }
-        FlashAttention(t);
-      }
-    });
+    MultiHeadAttentionArgs args;
+    args.q = q->data<float>();
+    args.k = k->data<float>();
+    args.v = v->data<float>();
+    args.y = y->data<float>();
+    args.batch = b;
+    args.q_seq = sq;
+    args.kv_seq = skv;
+    args.heads = h;
+    args.head_dim = d;
+    args.value_dim = dv;
+    args.scale = scale;
+    if (mask) {
+      args.mask = mask->data<float>();
+      std::copy(ms, ms + 4, args.mask_strides);
+    }
+    MultiHeadAttention(args);
     return Status::Ok();
   }
 

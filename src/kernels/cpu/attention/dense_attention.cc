@@ -1,0 +1,494 @@
+#include "kernels/cpu/attention/dense_attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "kernels/cpu/attention/flash_attention.h"
+#include "kernels/cpu/util/kernel_util.h"
+
+namespace inferd::cpu {
+namespace {
+
+// The portable path: flash_attention.h's tiles over the same head.
+void PortableAttention(const DenseAttentionHead& h) {
+  for (int64_t j0 = 0; j0 < h.num_rows; j0 += kFlashTileRows) {
+    AttentionTile t;
+    t.q = h.q + j0 * h.q_row_stride;
+    t.q_row_stride = h.q_row_stride;
+    t.out = h.out + j0 * h.out_row_stride;
+    t.out_row_stride = h.out_row_stride;
+    t.num_rows = std::min(kFlashTileRows, h.num_rows - j0);
+    t.head_dim = h.head_dim;
+    t.value_dim = h.value_dim;
+    t.scale = h.scale;
+    t.key = {h.key, h.key_row_stride};
+    t.value = {h.value, h.value_row_stride};
+    t.num_keys = h.num_keys;
+    if (h.mask != nullptr) {
+      t.mask = h.mask + j0 * h.mask_row_stride;
+      t.mask_row_stride = h.mask_row_stride;
+      t.mask_key_stride = h.mask_key_stride;
+    }
+    FlashAttention(t);
+  }
+}
+
+#if defined(__x86_64__)
+#define INFERD_AVX2 __attribute__((target("avx2,fma")))
+
+constexpr int64_t kPanel = 16;  // keys (for Q·Kᵀ) or value columns (for P·V) per register tile
+constexpr int kMaxRows = 6;     // 6 rows x 2 vectors = 12 accumulators of the 16 ymm registers
+constexpr int64_t kTileRows = kDenseTileRows;
+// Keys per softmax block: a 48 x 512 score tile (96 KB) stays in L2, and a BERT row's softmax is
+// one block (no online rescale).
+constexpr int64_t kKeyBlock = 512;
+// Keys per P·V pass: a 256 x 16 value panel (16 KB) stays in L1 while every row tile uses it.
+constexpr int64_t kDepthBlock = 256;
+
+inline int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+// Floats between score rows of a block of nk keys: whole panels plus one cache line, so the rows
+// a register tile broadcasts from (2 KB apart at 512 keys) do not share L1 sets.
+inline int64_t ScoreStride(int64_t nk) { return RoundUp(nk, kPanel) + 16; }
+
+// c[r][0..16) = (accumulate ? c[r][..] : 0) + Σ_k a[r·lda + k] · b[k·16 + 0..16) for MR rows:
+// the one register tile of both products (b a 16-wide panel read front to back).
+template <int MR>
+INFERD_AVX2 void Tile(const float* a, int64_t lda, int64_t depth, const float* b, float* c,
+                      int64_t ldc, bool accumulate) {
+  // Fully unrolled over rows (the pragmas) so the accumulators live in registers.
+  __m256 lo[MR], hi[MR];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < depth; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(b + k * kPanel);
+    const __m256 b1 = _mm256_loadu_ps(b + k * kPanel + 8);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + r * lda + k);
+      lo[r] = _mm256_fmadd_ps(av, b0, lo[r]);
+      hi[r] = _mm256_fmadd_ps(av, b1, hi[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r) {
+    float* cr = c + r * ldc;
+    if (accumulate) {
+      lo[r] = _mm256_add_ps(lo[r], _mm256_loadu_ps(cr));
+      hi[r] = _mm256_add_ps(hi[r], _mm256_loadu_ps(cr + 8));
+    }
+    _mm256_storeu_ps(cr, lo[r]);
+    _mm256_storeu_ps(cr + 8, hi[r]);
+  }
+}
+
+// Rows [0, m) of a times one panel, in balanced tiles of at most 6 rows (so 4..6 rows each once
+// m >= 4: enough independent accumulators to hide the FMA latency).
+INFERD_AVX2 void TileRows(const float* a, int64_t lda, int64_t m, int64_t depth, const float* b,
+                          float* c, int64_t ldc, bool accumulate) {
+  const int64_t count = (m + kMaxRows - 1) / kMaxRows;
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t r0 = m * i / count, mr = m * (i + 1) / count - r0;
+    const float* ar = a + r0 * lda;
+    float* cr = c + r0 * ldc;
+    switch (mr) {
+      case 1:
+        Tile<1>(ar, lda, depth, b, cr, ldc, accumulate);
+        break;
+      case 2:
+        Tile<2>(ar, lda, depth, b, cr, ldc, accumulate);
+        break;
+      case 3:
+        Tile<3>(ar, lda, depth, b, cr, ldc, accumulate);
+        break;
+      case 4:
+        Tile<4>(ar, lda, depth, b, cr, ldc, accumulate);
+        break;
+      case 5:
+        Tile<5>(ar, lda, depth, b, cr, ldc, accumulate);
+        break;
+      default:
+        Tile<6>(ar, lda, depth, b, cr, ldc, accumulate);
+        break;
+    }
+  }
+}
+
+// dst[i·ldd + j] = src[j·lds + i] for i, j < 8 (the unpack / shuffle / lane-permute transpose).
+INFERD_AVX2 inline void Transpose8x8(const float* src, int64_t lds, float* dst, int64_t ldd) {
+  __m256 r[8], t[8], u[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+  }
+}
+
+// The head's keys transposed into ceil(keys / 16) panels of [d][16], zero past the last key.
+INFERD_AVX2 void PackKeys(const DenseAttentionHead& h, float* kt) {
+  const int64_t d = h.head_dim, nk = h.num_keys;
+  for (int64_t p = 0; p * kPanel < nk; ++p) {
+    float* dst = kt + p * d * kPanel;
+    const float* src = h.key + p * kPanel * h.key_row_stride;
+    const int64_t n = std::min(kPanel, nk - p * kPanel);
+    if (n == kPanel && d % 8 == 0) {
+      for (int64_t half = 0; half < kPanel; half += 8) {
+        for (int64_t x = 0; x < d; x += 8) {
+          Transpose8x8(src + half * h.key_row_stride + x, h.key_row_stride, dst + x * kPanel + half,
+                       kPanel);
+        }
+      }
+      continue;
+    }
+    for (int64_t x = 0; x < d; ++x) {
+      for (int64_t j = 0; j < kPanel; ++j) {
+        dst[x * kPanel + j] = j < n ? src[j * h.key_row_stride + x] : 0.f;
+      }
+    }
+  }
+}
+
+// The head's values as ceil(dv / 16) column panels of [keys][16], zero past column dv.
+INFERD_AVX2 void PackValues(const DenseAttentionHead& h, float* vp) {
+  const int64_t nk = h.num_keys, dv = h.value_dim;
+  for (int64_t c = 0; c * kPanel < dv; ++c) {
+    float* dst = vp + c * nk * kPanel;
+    const float* src = h.value + c * kPanel;
+    const int64_t cols = std::min(kPanel, dv - c * kPanel);
+    for (int64_t k = 0; k < nk; ++k) {
+      const float* row = src + k * h.value_row_stride;
+      float* out = dst + k * kPanel;
+      if (cols == kPanel) {
+        _mm256_storeu_ps(out, _mm256_loadu_ps(row));
+        _mm256_storeu_ps(out + 8, _mm256_loadu_ps(row + 8));
+      } else {
+        std::memcpy(out, row, cols * sizeof(float));
+        std::fill(out + cols, out + kPanel, 0.f);
+      }
+    }
+  }
+}
+
+// e^x on 8 lanes, x <= 0 (flash_attention.cc's ExpV8: Cephes' polynomial after round-to-nearest
+// range reduction); below -87.3 it returns e^-87.3, not 0.
+INFERD_AVX2 inline __m256 Exp8(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  const __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fmadd_ps(fx, _mm256_set1_ps(2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+INFERD_AVX2 inline float HorizontalMax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+INFERD_AVX2 inline float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Lanes k0 + i < n: all ones.
+INFERD_AVX2 inline __m256 ValidLanes(int64_t k0, int64_t n) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_castsi256_ps(
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(n - k0)), lane));
+}
+
+// Per-thread working set: packed K/V of the head, the scaled query tile, the score tile, the
+// output accumulators and each row's running max and sum.
+struct Scratch {
+  std::vector<float> kt, vp, q, s, o, m, l;
+};
+
+// One row's online-softmax step over a key block: s[0..n) (a row with RoundUp(n, 8) readable
+// floats) plus the mask row (mask_step 1; other strides were added by the caller) becomes
+// e^(s - m') with m' the new running max; the running sum l and the row's accumulator o
+// (dvp floats) are rescaled by e^(m - m'). A row that has seen only -inf keeps m = -inf, l = 0.
+// Full vectors first, then one masked tail, so the loops carry no lane bookkeeping.
+INFERD_AVX2 void SoftmaxRow(float* s, int64_t n, const float* mask, float* m, float* l, float* o,
+                            int64_t dvp) {
+  const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  const int64_t full = n / 8 * 8;
+  __m256 vmax = neg_inf;
+  if (mask != nullptr) {
+    for (int64_t k = 0; k < full; k += 8) {
+      const __m256 x = _mm256_add_ps(_mm256_loadu_ps(s + k), _mm256_loadu_ps(mask + k));
+      _mm256_storeu_ps(s + k, x);
+      vmax = _mm256_max_ps(vmax, x);
+    }
+  } else {
+    for (int64_t k = 0; k < full; k += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(s + k));
+  }
+  const __m256 tail = ValidLanes(full, n);
+  if (full < n) {
+    __m256 x = _mm256_loadu_ps(s + full);
+    if (mask != nullptr) {
+      x = _mm256_add_ps(x, _mm256_maskload_ps(mask + full, _mm256_castps_si256(tail)));
+    }
+    x = _mm256_blendv_ps(neg_inf, x, tail);
+    _mm256_storeu_ps(s + full, x);
+    vmax = _mm256_max_ps(vmax, x);
+  }
+  const float new_max = std::max(*m, HorizontalMax(vmax));
+  if (new_max == -std::numeric_limits<float>::infinity()) {
+    std::fill(s, s + n, 0.f);
+    return;
+  }
+  const __m256 mx = _mm256_set1_ps(new_max);
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t k = 0; k < full; k += 8) {
+    const __m256 e = Exp8(_mm256_sub_ps(_mm256_loadu_ps(s + k), mx));
+    _mm256_storeu_ps(s + k, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  if (full < n) {
+    const __m256 e = _mm256_and_ps(Exp8(_mm256_sub_ps(_mm256_loadu_ps(s + full), mx)), tail);
+    _mm256_storeu_ps(s + full, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  if (*m != -std::numeric_limits<float>::infinity() && new_max != *m) {
+    const float alpha = std::exp(*m - new_max);
+    const __m256 av = _mm256_set1_ps(alpha);
+    for (int64_t c = 0; c < dvp; c += 8) {
+      _mm256_storeu_ps(o + c, _mm256_mul_ps(_mm256_loadu_ps(o + c), av));
+    }
+    *l *= alpha;
+  }
+  *m = new_max;
+  *l += HorizontalSum(sum);
+}
+
+// Brings the rows of the head a thread computes next (its Q, K, V and output rows) into L2 a few
+// cache lines at a time while the current head computes, so that head's packing, query copies and
+// stores do not wait on memory (at batch 16 the heads' inputs, 24 MB, do not stay in cache).
+class Prefetcher {
+ public:
+  explicit Prefetcher(const DenseAttentionHead* next) {
+    if (next == nullptr) return;
+    const int64_t d = next->head_dim * 4, dv = next->value_dim * 4;
+    Add(next->q, next->q_row_stride, next->num_rows, d);
+    Add(next->key, next->key_row_stride, next->num_keys, d);
+    Add(next->value, next->value_row_stride, next->num_keys, dv);
+    Add(next->out, next->out_row_stride, next->num_rows, dv);
+  }
+  // Lines in all (an upper bound: a row that straddles one more line counts it).
+  int64_t lines() const { return lines_; }
+
+  // The next n lines (none once all are issued).
+  INFERD_AVX2 void Issue(int64_t n) {
+    for (; n > 0 && seg_ < count_; --n) {
+      const Segment& g = segs_[seg_];
+      const char* row = g.base + row_ * g.stride;
+      _mm_prefetch(row + line_ * 64, _MM_HINT_T1);
+      if (++line_ * 64 >= g.bytes + 63) {
+        line_ = 0;
+        if (++row_ == g.rows) {
+          row_ = 0;
+          ++seg_;
+        }
+      }
+    }
+  }
+
+ private:
+  struct Segment {
+    const char* base;
+    int64_t stride, rows, bytes;  // bytes: per row
+  };
+  void Add(const float* base, int64_t row_stride, int64_t rows, int64_t bytes) {
+    segs_[count_++] = {reinterpret_cast<const char*>(base), row_stride * 4, rows, bytes};
+    lines_ += rows * ((bytes + 63) / 64 + 1);
+  }
+  Segment segs_[4];
+  int count_ = 0, seg_ = 0;
+  int64_t row_ = 0, line_ = 0, lines_ = 0;
+};
+
+// Keys [c0, c0 + nk) for rows [r0, r0 + rows) of the tile in w (scaled queries in w.q, running
+// state in w.o/m/l): scores, softmax, then O += P·V.
+INFERD_AVX2 void KeyBlock(const DenseAttentionHead& h, int64_t r0, int64_t rows, int64_t c0,
+                          int64_t nk, Scratch& w, Prefetcher& next, int64_t lines_per_panel) {
+  const int64_t d = h.head_dim, nkp = RoundUp(nk, kPanel), dvp = RoundUp(h.value_dim, kPanel);
+  const int64_t lds = ScoreStride(nk);
+  float* s = w.s.data();
+  for (int64_t p = 0; p < nkp / kPanel; ++p) {
+    next.Issue(lines_per_panel);
+    TileRows(w.q.data(), d, rows, d, w.kt.data() + (c0 / kPanel + p) * d * kPanel, s + p * kPanel,
+             lds, false);
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    float* si = s + i * lds;
+    const float* mask = nullptr;
+    if (h.mask != nullptr) {
+      mask = h.mask + (r0 + i) * h.mask_row_stride + c0 * h.mask_key_stride;
+      if (h.mask_key_stride != 1) {
+        for (int64_t k = 0; k < nk; ++k) si[k] += mask[k * h.mask_key_stride];
+        mask = nullptr;
+      }
+    }
+    SoftmaxRow(si, nk, mask, &w.m[i], &w.l[i], w.o.data() + i * dvp, dvp);
+  }
+  for (int64_t c = 0; c < dvp / kPanel; ++c) {
+    for (int64_t k0 = 0; k0 < nk; k0 += kDepthBlock) {
+      const float* panel = w.vp.data() + (c * h.num_keys + c0 + k0) * kPanel;
+      TileRows(s + k0, lds, rows, std::min(kDepthBlock, nk - k0), panel, w.o.data() + c * kPanel,
+               dvp, c0 > 0 || k0 > 0);
+    }
+  }
+}
+
+// Rows [r0, r0 + rows) of the head (rows <= kTileRows).
+INFERD_AVX2 void RowTile(const DenseAttentionHead& h, int64_t r0, int64_t rows, Scratch& w,
+                         Prefetcher& next, int64_t lines_per_panel) {
+  const int64_t d = h.head_dim, dv = h.value_dim, dvp = RoundUp(dv, kPanel);
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* src = h.q + (r0 + i) * h.q_row_stride;
+    float* dst = w.q.data() + i * d;
+    for (int64_t x = 0; x < d; ++x) dst[x] = src[x] * h.scale;
+  }
+  std::fill(w.m.begin(), w.m.begin() + rows, -std::numeric_limits<float>::infinity());
+  std::fill(w.l.begin(), w.l.begin() + rows, 0.f);
+  for (int64_t c0 = 0; c0 < h.num_keys; c0 += kKeyBlock) {
+    KeyBlock(h, r0, rows, c0, std::min(kKeyBlock, h.num_keys - c0), w, next, lines_per_panel);
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    float* dst = h.out + (r0 + i) * h.out_row_stride;
+    const float* o = w.o.data() + i * dvp;
+    const float inv = w.l[i] > 0.f ? 1.f / w.l[i] : 0.f;
+    for (int64_t c = 0; c < dv; ++c) dst[c] = o[c] * inv;
+  }
+}
+
+INFERD_AVX2 void VectorizedAttention(const DenseAttentionHead& h, const DenseAttentionHead* next) {
+  thread_local Scratch w;
+  const int64_t d = h.head_dim, nk = h.num_keys, dvp = RoundUp(h.value_dim, kPanel);
+  const int64_t block = std::min(kKeyBlock, RoundUp(nk, kPanel));
+  auto grow = [](std::vector<float>& v, int64_t n) {
+    if (v.size() < static_cast<size_t>(n)) v.resize(n);
+  };
+  grow(w.kt, RoundUp(nk, kPanel) * d);
+  grow(w.vp, nk * dvp);
+  grow(w.q, kTileRows * d);
+  grow(w.s, kTileRows * ScoreStride(block));
+  grow(w.o, kTileRows * dvp);
+  grow(w.m, kTileRows);
+  grow(w.l, kTileRows);
+  PackKeys(h, w.kt.data());
+  PackValues(h, w.vp.data());
+  // The next head's lines spread over every key panel of every row tile.
+  Prefetcher prefetcher(next);
+  const int64_t steps = (h.num_rows + kTileRows - 1) / kTileRows * (RoundUp(nk, kPanel) / kPanel);
+  const int64_t lines_per_panel = (prefetcher.lines() + steps - 1) / steps;
+  // Tiles of kTileRows (whole 6-row register tiles), the last one what remains.
+  for (int64_t r0 = 0; r0 < h.num_rows; r0 += kTileRows) {
+    RowTile(h, r0, std::min(kTileRows, h.num_rows - r0), w, prefetcher, lines_per_panel);
+  }
+}
+
+bool HasAvx2Fma() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+#else
+bool HasAvx2Fma() { return false; }
+void VectorizedAttention(const DenseAttentionHead& h, const DenseAttentionHead*) {
+  PortableAttention(h);
+}
+#endif
+
+}  // namespace
+
+bool DenseAttentionVectorized() { return HasAvx2Fma(); }
+
+void DenseAttention(const DenseAttentionHead& head, const DenseAttentionHead* prefetch) {
+  if (head.num_rows <= 0) return;
+  if (HasAvx2Fma()) {
+    VectorizedAttention(head, prefetch != nullptr && prefetch->num_rows > 0 ? prefetch : nullptr);
+  } else {
+    PortableAttention(head);
+  }
+}
+
+void MultiHeadAttention(const MultiHeadAttentionArgs& a) {
+  const int64_t heads = a.batch * a.heads, hd = a.heads * a.head_dim, hdv = a.heads * a.value_dim;
+  // Split a head's rows only when the heads alone cannot keep every thread busy (a short batch
+  // on many threads): each part packs the head's K/V again.
+  const int64_t threads = omp_get_max_threads();
+  const int64_t max_parts = (a.q_seq + kDenseTileRows - 1) / kDenseTileRows;
+  const int64_t parts = heads >= 2 * threads
+                            ? 1
+                            : std::clamp<int64_t>((2 * threads + heads - 1) / heads, 1, max_parts);
+  const int64_t* ms = a.mask_strides;
+  auto item_head = [&](int64_t item) {
+    const int64_t bi = item / (a.heads * parts), hi = item / parts % a.heads, part = item % parts;
+    const int64_t j0 = a.q_seq * part / parts, j1 = a.q_seq * (part + 1) / parts;
+    DenseAttentionHead h;
+    h.q = a.q + (bi * a.q_seq + j0) * hd + hi * a.head_dim;
+    h.q_row_stride = hd;
+    h.key = a.k + bi * a.kv_seq * hd + hi * a.head_dim;
+    h.key_row_stride = hd;
+    h.value = a.v + bi * a.kv_seq * hdv + hi * a.value_dim;
+    h.value_row_stride = hdv;
+    h.out = a.y + (bi * a.q_seq + j0) * hdv + hi * a.value_dim;
+    h.out_row_stride = hdv;
+    h.num_rows = j1 - j0;
+    h.num_keys = a.kv_seq;
+    h.head_dim = a.head_dim;
+    h.value_dim = a.value_dim;
+    h.scale = a.scale;
+    if (a.mask != nullptr) {
+      h.mask = a.mask + bi * ms[0] + hi * ms[1] + j0 * ms[2];
+      h.mask_row_stride = ms[2];
+      h.mask_key_stride = ms[3];
+    }
+    return h;
+  };
+  ParallelFor(heads * parts, 1, [&](int64_t begin, int64_t end) {
+    DenseAttentionHead head = item_head(begin);
+    for (int64_t item = begin; item < end; ++item) {
+      if (item + 1 == end) {
+        DenseAttention(head);
+        break;
+      }
+      const DenseAttentionHead next = item_head(item + 1);
+      DenseAttention(head, &next);
+      head = next;
+    }
+  });
+}
+
+}  // namespace inferd::cpu
