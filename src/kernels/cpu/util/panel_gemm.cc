@@ -39,6 +39,10 @@ struct TileArgs {
   const float* bias;
   const float* res;
   int64_t ldr;
+  // Lines to prefetch (null: none): the tile's share of the next K block, one 64-byte line (a
+  // [1, 16] panel row) per k step for its first pf_lines steps.
+  const float* pf = nullptr;
+  int64_t pf_lines = 0;
 };
 
 template <int MR, int NP>
@@ -48,6 +52,7 @@ void Tile(const TileArgs& t) {
     for (int q = 0; q < 2 * NP; ++q) acc[r][q] = V8{};
   }
   for (int64_t k = 0; k < t.kc; ++k) {
+    if (k < t.pf_lines) __builtin_prefetch(t.pf + k * kPanel, 0, 3);
     V8 bv[2 * NP];
     for (int p = 0; p < NP; ++p) {
       bv[2 * p] = Load(t.b + p * t.b_stride + k * kPanel);
@@ -131,6 +136,15 @@ void FullPanels(const Problem& pr, int64_t r0, int64_t r1, int64_t p0, int64_t p
                    last && pr.e.bias ? pr.e.bias + p * kPanel : nullptr,
                    last && pr.e.residual ? pr.e.residual + row * n + p * kPanel : nullptr,
                    n};
+        // The weights stream from memory once per call: while the row tiles compute on this
+        // block (in L1), fetch the next one (the next K block, or the next panel's first: the
+        // panels lie back to back), split between the tiles. (One-panel tiles only: the wider
+        // ones are for 1-2 rows, a single pass that the hardware prefetcher follows.)
+        if (np == 1) {
+          const int64_t l0 = kc * i / tiles.count;
+          t.pf = b.panel(p) + (k0 + kc + l0) * kPanel;
+          t.pf_lines = kc * (i + 1) / tiles.count - l0;
+        }
         if (np == NP) {
           RunTile<NP>(static_cast<int>(mr), t);
         } else {

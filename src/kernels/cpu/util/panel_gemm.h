@@ -7,7 +7,9 @@
 // onto a few L1 sets and one hardware-prefetch stream per row), so at the 2-64 rows of a batched
 // decode step it runs far below the FMA peak while the weights stream from memory. Here each
 // panel is K x 16 contiguous floats, read front to back by a 6 x 16 register tile, K in blocks of
-// 256 that stay in L1 while every row tile uses them. The same code runs prefill-sized M (it
+// 256 that stay in L1 while every row tile uses them; while they compute on one block, the row
+// tiles prefetch the next (at 3+ rows the weights' stream from memory overlaps all of a block's
+// passes instead of only the first one's). The same code runs prefill-sized M (it
 // measured faster than oneDNN's at 256 rows on the AVX2 host too), so the kernel holds one packed
 // copy of the weights, not two. Measured figures: docs/generation.md.
 #pragma once

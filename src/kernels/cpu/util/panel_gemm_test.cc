@@ -67,6 +67,18 @@ TEST(PanelGemm, MatchesReference) {
   }
 }
 
+// Every decode-step batch size (2..32 rows: 1..6-row tiles, the next-K-block prefetch split
+// between them) at K around the 256 block (one short block, one block and a short one, exact
+// blocks) and N with and without a partial panel, including a last full panel whose prefetch
+// reaches past the packed weights' end.
+TEST(PanelGemm, DecodeBatchSizes) {
+  for (int64_t m = 2; m <= 32; ++m) {
+    for (const Case& c : {Case{m, 40, 32}, Case{m, 257, 48}, Case{m, 512, 20}}) {
+      CheckCase(c, false, m % 2 == 0);
+    }
+  }
+}
+
 // Row i of a batch equals the same row computed alone, bit for bit, for every batch size and
 // with 1 or 2 threads: the decode of a sequence does not depend on what else is in its step.
 TEST(PanelGemm, RowsDoNotDependOnTheBatch) {
