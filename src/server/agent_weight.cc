@@ -142,7 +142,7 @@ bool SlowNodeGuard::Shedding(std::chrono::nanoseconds now, double speed, double 
         phase_ = Phase::kServing;
       } else if (slow) {
         until_ = std::max(until_, now + backoff_);  // still slow on the traffic it still gets
-      } else if (now >= until_) {  // no measurement, or one neither slow nor fast
+      } else if (now >= until_) {                   // no measurement, or one neither slow nor fast
         phase_ = Phase::kProbing;
         until_ = now;
       }
@@ -150,7 +150,7 @@ bool SlowNodeGuard::Shedding(std::chrono::nanoseconds now, double speed, double 
     case Phase::kProbing:
       if (fast) {
         phase_ = Phase::kServing;
-      } else if (slow) {
+      } else if (measured) {  // slow, or not yet fast: still not what it was
         backoff_ = std::min<std::chrono::nanoseconds>(2 * backoff_, policy_.max_probe);
         phase_ = Phase::kShedding;
         until_ = now + backoff_;

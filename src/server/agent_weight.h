@@ -136,7 +136,7 @@ class LoadSampler {
 // the excess falls under half of `min_excess`). A shedding node gets no requests from the HAProxies
 // that read this agent, so its speed can only be measured again from traffic that still reaches it
 // (other proxies, requests in flight) or by a probe: after `first_probe` without a measurement it
-// answers its normal weight again; if the probe's measurement is still slow it sheds for twice as
+// answers its normal weight again; if the probe's measurement is not fast it sheds for twice as
 // long (at most `max_probe`), if fast it stays up. A probe that gets no traffic for `idle_probe`
 // ends the shedding (an idle node has nothing to shed). shed_below <= 0 turns shedding off.
 //

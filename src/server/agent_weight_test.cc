@@ -201,12 +201,14 @@ TEST(SlowNodeGuardTest, ShedsWhileSlowAndProbesWithBackoff) {
   EXPECT_TRUE(g.Shedding(milliseconds(3500), 0.35, kSlowNs, true));    // shed for 3 s (the maximum)
   EXPECT_TRUE(g.Shedding(milliseconds(6400), 0.35, kSlowNs, false));
   EXPECT_FALSE(g.Shedding(milliseconds(6500), 0.35, kSlowNs, false));  // probe
-  EXPECT_FALSE(
-      g.Shedding(milliseconds(6600), 0.6, kSlowNs, true));  // better, not yet fast: serving
-  EXPECT_FALSE(g.Shedding(milliseconds(6700), 0.8, kSlowNs, true));  // fast: serving for good
+  // Better but not yet fast: shed again (3 s).
+  EXPECT_TRUE(g.Shedding(milliseconds(6600), 0.6, kSlowNs, true));
+  EXPECT_FALSE(g.Shedding(milliseconds(9600), 0.6, kSlowNs, false));  // probe
+  EXPECT_FALSE(g.Shedding(milliseconds(9700), 0.8, kSlowNs, true));   // fast: serving for good
+  EXPECT_FALSE(g.Shedding(milliseconds(9800), 0.6, kSlowNs, true));   // serving: not slow
   // Slow again: the backoff starts over at 1 s.
-  EXPECT_TRUE(g.Shedding(milliseconds(9000), 0.2, kSlowNs, true));
-  EXPECT_FALSE(g.Shedding(milliseconds(10000), 0.2, kSlowNs, false));
+  EXPECT_TRUE(g.Shedding(milliseconds(12000), 0.2, kSlowNs, true));
+  EXPECT_FALSE(g.Shedding(milliseconds(13000), 0.2, kSlowNs, false));
 }
 
 TEST(SlowNodeGuardTest, TrafficThatStillArrivesDecidesWithoutAProbe) {
