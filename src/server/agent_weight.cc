@@ -128,7 +128,11 @@ bool SlowNodeGuard::Shedding(std::chrono::nanoseconds now, double speed, double 
   if (policy_.shed_below <= 0) return false;
   const double min_excess = std::chrono::duration<double, std::nano>(policy_.min_excess).count();
   const bool slow = measured && speed < policy_.shed_below && excess_ns >= min_excess;
-  const bool fast = measured && (speed >= policy_.serve_above || excess_ns < min_excess / 2);
+  const bool fast_now = measured && (speed >= policy_.serve_above || excess_ns < min_excess / 2);
+  // A quota or a noisy neighbour comes and goes within a window: one fast window is luck, two in
+  // a row end the shedding.
+  if (measured) fast_in_row_ = fast_now ? fast_in_row_ + 1 : 0;
+  const bool fast = fast_in_row_ >= 2;
   switch (phase_) {
     case Phase::kServing:
       if (slow) {
@@ -150,7 +154,7 @@ bool SlowNodeGuard::Shedding(std::chrono::nanoseconds now, double speed, double 
     case Phase::kProbing:
       if (fast) {
         phase_ = Phase::kServing;
-      } else if (measured) {  // slow, or not yet fast: still not what it was
+      } else if (measured && !fast_now) {  // slow, or not yet fast: still not what it was
         backoff_ = std::min<std::chrono::nanoseconds>(2 * backoff_, policy_.max_probe);
         phase_ = Phase::kShedding;
         until_ = now + backoff_;

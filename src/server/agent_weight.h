@@ -133,19 +133,20 @@ class LoadSampler {
 // When a node sheds its traffic for being slow (the reply's "drain#slow"). A node whose measured
 // speed (LoadSampler) falls below `shed_below` while its batches take at least `min_excess`
 // longer than at its baseline sheds; it serves again once a measurement reaches `serve_above` (or
-// the excess falls under half of `min_excess`). A shedding node gets no requests from the HAProxies
-// that read this agent, so its speed can only be measured again from traffic that still reaches it
-// (other proxies, requests in flight) or by a probe: after `first_probe` without a measurement it
-// answers its normal weight again; if the probe's measurement is not fast it sheds for twice as
-// long (at most `max_probe`), if fast it stays up. A probe that gets no traffic for `idle_probe`
-// ends the shedding (an idle node has nothing to shed). shed_below <= 0 turns shedding off.
+// the excess falls under half of `min_excess`) in two measurements in a row. A shedding node gets
+// no requests from the HAProxies that read this agent, so its speed can only be measured again from
+// traffic that still reaches it (other proxies, requests in flight) or by a probe: after
+// `first_probe` without a measurement it answers its normal weight again; if the probe's
+// measurement is not fast it sheds for twice as long (at most `max_probe`), if fast twice it stays
+// up. A probe that gets no traffic for `idle_probe` ends the shedding (an idle node has nothing to
+// shed). shed_below <= 0 turns shedding off.
 //
 // Shedding every node would leave HAProxy nothing to send to: the generated config sends
 // requests to a backend without agent checks while no agent-weighted server is usable
 // (tools/haproxy_config.h), so a fleet that is slow everywhere is served by least connections
 // alone, as it would be without agents.
 struct SlowNodePolicy {
-  double shed_below = 0.45;
+  double shed_below = 0;  // off by default (docs/fleet.md: it misfires where nodes share cores)
   double serve_above = 0.65;
   std::chrono::microseconds min_excess{1000};
   std::chrono::milliseconds first_probe{1000};
@@ -165,6 +166,7 @@ class SlowNodeGuard {
   enum class Phase { kServing, kShedding, kProbing };
   SlowNodePolicy policy_;
   Phase phase_ = Phase::kServing;
+  int fast_in_row_ = 0;                  // consecutive fast measurements
   std::chrono::nanoseconds until_{0};    // kShedding: when to probe; kProbing: its start
   std::chrono::nanoseconds backoff_{0};  // the current shedding period
 };

@@ -204,8 +204,9 @@ TEST(SlowNodeGuardTest, ShedsWhileSlowAndProbesWithBackoff) {
   // Better but not yet fast: shed again (3 s).
   EXPECT_TRUE(g.Shedding(milliseconds(6600), 0.6, kSlowNs, true));
   EXPECT_FALSE(g.Shedding(milliseconds(9600), 0.6, kSlowNs, false));  // probe
-  EXPECT_FALSE(g.Shedding(milliseconds(9700), 0.8, kSlowNs, true));   // fast: serving for good
-  EXPECT_FALSE(g.Shedding(milliseconds(9800), 0.6, kSlowNs, true));   // serving: not slow
+  EXPECT_FALSE(g.Shedding(milliseconds(9700), 0.8, kSlowNs, true));   // fast once: probing on
+  EXPECT_FALSE(g.Shedding(milliseconds(9800), 0.8, kSlowNs, true));   // twice: serving for good
+  EXPECT_FALSE(g.Shedding(milliseconds(9900), 0.6, kSlowNs, true));   // serving: not slow
   // Slow again: the backoff starts over at 1 s.
   EXPECT_TRUE(g.Shedding(milliseconds(12000), 0.2, kSlowNs, true));
   EXPECT_FALSE(g.Shedding(milliseconds(13000), 0.2, kSlowNs, false));
@@ -220,8 +221,9 @@ TEST(SlowNodeGuardTest, TrafficThatStillArrivesDecidesWithoutAProbe) {
   EXPECT_FALSE(
       g.Shedding(milliseconds(1900), 0.3, kSlowNs, false));  // 1 s after the last slow window
   EXPECT_TRUE(g.Shedding(milliseconds(2000), 0.3, kSlowNs, true));  // the probe is slow: 2 s
-  // Measured fast on that traffic: serving at once.
-  EXPECT_FALSE(g.Shedding(milliseconds(2500), 0.75, kSlowNs, true));
+  // Measured fast on that traffic twice in a row: serving without a probe.
+  EXPECT_TRUE(g.Shedding(milliseconds(2500), 0.75, kSlowNs, true));
+  EXPECT_FALSE(g.Shedding(milliseconds(2600), 0.75, kSlowNs, true));
 }
 
 TEST(SlowNodeGuardTest, AnIdleProbeEndsTheSheddingAndZeroTurnsItOff) {
@@ -238,7 +240,8 @@ TEST(SlowNodeGuardTest, AnIdleProbeEndsTheSheddingAndZeroTurnsItOff) {
   SlowNodeGuard small(Policy());
   EXPECT_FALSE(small.Shedding(milliseconds(0), 0.3, 2e5, true));
   EXPECT_TRUE(small.Shedding(milliseconds(100), 0.3, 1.5e6, true));
-  EXPECT_FALSE(small.Shedding(milliseconds(200), 0.3, 4e5, true));  // under half: serving
+  EXPECT_TRUE(small.Shedding(milliseconds(200), 0.3, 4e5, true));   // under half once
+  EXPECT_FALSE(small.Shedding(milliseconds(300), 0.3, 4e5, true));  // twice: serving
   SlowNodePolicy off = Policy();
   off.shed_below = 0;
   SlowNodeGuard never(off);
