@@ -80,7 +80,17 @@ def run_phase(args, proxy, out_json):
 
 
 def served(proxy):
-    return {name: int(r["stot"]) for name, r in proxy.server_stats().items()}
+    """Requests each node served through `proxy`: its HTTP backend and, with agent checks, the
+    fallback backend HAProxy uses while every agent says drain."""
+    out = {}
+    for backend in ("inferd_http", "inferd_http_fallback"):
+        for name, r in proxy.server_stats(backend).items():
+            out[name] = out.get(name, 0) + int(r["stot"])
+    return out
+
+
+def fallback_served(proxy):
+    return sum(int(r["stot"]) for r in proxy.server_stats("inferd_http_fallback").values())
 
 
 def weights(proxy):
@@ -111,6 +121,10 @@ def main():
     ap.add_argument("--slow-capacity", default="1",
                     help="--agent-capacity of the slow node (1: it reports what it measures, "
                          "like the others; 0.5: the operator declares its quota)")
+    ap.add_argument("--slow-speed", default=None,
+                    help="every node's --agent-slow-speed (default: inferd serve's)")
+    ap.add_argument("--node-log-level", default=None,
+                    help="the nodes' --log-level (debug: every agent reply with its speed)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
     os.makedirs(args.work_dir, exist_ok=True)
@@ -122,8 +136,13 @@ def main():
     try:
         for i in range(3):
             capacity = args.slow_capacity if i == 2 else "1"
+            node_args = ["--threads", "1", "--agent-capacity", capacity]
+            if args.slow_speed is not None:
+                node_args += ["--agent-slow-speed", args.slow_speed]
+            if args.node_log_level:
+                node_args += ["--log-level", args.node_log_level]
             nodes.append(Node(args.inferd, repo, os.path.join(args.work_dir, f"node{i + 1}.log"),
-                              ["--threads", "1", "--agent-capacity", capacity]))
+                              node_args))
         for node in nodes:
             node.wait_started()
         proxies = {
@@ -143,20 +162,21 @@ def main():
                 proxy = proxies[name]
                 quota.set(state == "slow")
                 time.sleep(args.settle_secs if r == 0 else args.settle_secs / 2)
-                before = served(proxy)
+                before, fb_before = served(proxy), fallback_served(proxy)
                 point = run_phase(args, proxy, os.path.join(args.work_dir, "point.json"))
-                after = served(proxy)
+                after, fb_after = served(proxy), fallback_served(proxy)
                 total = sum(after[k] - before[k] for k in after) or 1
                 share = [round((after[k] - before[k]) / total, 3) for k in sorted(after)]
                 key = f"{state} / {name}"
                 results.setdefault(key, []).append(
                     {"p50_ms": point["p50_ms"], "p99_ms": point["p99_ms"],
                      "throughput": point["throughput"], "errors": point["errors"],
-                     "node_share": share, "weights": weights(proxy)})
+                     "node_share": share, "weights": weights(proxy),
+                     "fallback_share": round((fb_after - fb_before) / total, 3)})
                 print(f"round {r + 1} {key:28s} p50 {point['p50_ms']:7.2f} ms  p99 "
                       f"{point['p99_ms']:7.2f} ms  {point['throughput']:6.1f} infer/s  errors "
-                      f"{point['errors']}  node share {share}  weights {weights(proxy)}",
-                      flush=True)
+                      f"{point['errors']}  node share {share}  weights {weights(proxy)}  "
+                      f"fallback {(fb_after - fb_before) / total:.1%}", flush=True)
     finally:
         if quota:
             quota.close()
@@ -177,6 +197,14 @@ def main():
           f"{load_after[0]:.1f} {load_after[1]:.1f} {load_after[2]:.1f}")
     for k, v in p99.items():
         print(f"  median P99 {k:28s} {v:7.2f} ms")
+    for i in range(3):
+        try:
+            with open(os.path.join(args.work_dir, f"node{i + 1}.log")) as f:
+                sheds = sum("of its unloaded speed: answering 'drain'" in line for line in f)
+        except OSError:
+            sheds = "?"
+        summary[f"node{i + 1}_sheds"] = sheds
+        print(f"  node{i + 1}: shed for being slow {sheds} time(s)")
     print(f"  slow with agent weights / healthy: {agent / healthy:.2f}x (target <= 1.3x)")
     print(f"  round-robin / agent weights:       {rr / agent:.2f}x (target >= 2x)")
     if args.json:

@@ -140,15 +140,7 @@ void AgentCheckServer::Stop() {
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 
-std::string ManagerAgentReply::operator()() {
-  AgentInputs in;
-  in.capacity = capacity_;
-  if (draining_.load()) {
-    in.state = NodeState::kDraining;
-  } else if (!manager_->IsReady()) {
-    in.state = NodeState::kNotReady;
-  }
-  if (in.state != NodeState::kReady) return AgentReply(in);
+std::vector<ModelSample> ManagerAgentReply::Samples() const {
   const int total_threads =
       inference_threads_ > 0 ? inference_threads_
                              : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -164,17 +156,56 @@ std::string ManagerAgentReply::operator()() {
       configured = serving::ConfiguredInstanceCount(**config);
     }
     if (threads <= 0) threads = std::max(1, total_threads / std::max(1, configured));
-    samples.push_back(
-        {fmt::format("{}/{}", s.name, s.version), s.busy_ns, s.pending, s.instances, threads});
+    ModelSample sample{
+        fmt::format("{}/{}", s.name, s.version), s.busy_ns, s.pending, s.instances, threads, {}};
+    for (const serving::BatchStat& b : s.batch_stats) {
+      sample.batches.push_back({b.batch_size, b.compute_infer.count,
+                                b.compute_input.ns + b.compute_infer.ns + b.compute_output.ns});
+    }
+    samples.push_back(std::move(sample));
   }
+  return samples;
+}
+
+std::string ManagerAgentReply::operator()() {
   const auto now = std::chrono::steady_clock::now().time_since_epoch();
   timespec cpu{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
-  const auto cpu_ns = std::chrono::seconds(cpu.tv_sec) + std::chrono::nanoseconds(cpu.tv_nsec);
+  return ReplyAt(now, std::chrono::seconds(cpu.tv_sec) + std::chrono::nanoseconds(cpu.tv_nsec));
+}
+
+std::string ManagerAgentReply::ReplyAt(std::chrono::nanoseconds now, std::chrono::nanoseconds cpu) {
+  AgentInputs in;
+  in.capacity = capacity_;
+  if (draining_.load()) {
+    in.state = NodeState::kDraining;
+  } else if (!manager_->IsReady()) {
+    in.state = NodeState::kNotReady;
+  }
+  if (in.state != NodeState::kReady) return AgentReply(in);
+  const std::vector<ModelSample> samples = Samples();
   MutexLock l(&mu_);
-  in.models = sampler_.Sample(now, samples, cpu_ns);
+  in.models = sampler_.Sample(now, samples, cpu);
   in.cpu_share = sampler_.cpu_share();
-  return AgentReply(in);
+  in.speed = sampler_.speed();
+  const bool shed = guard_.Shedding(now, in.speed, sampler_.excess_ns(), sampler_.speed_measured());
+  if (shed != shedding_) {
+    shedding_ = shed;
+    if (shed) {
+      spdlog::info(
+          "agent check: the node runs at {:.0f}% of its unloaded speed: answering "
+          "'drain' until it is faster again or probes",
+          100 * in.speed);
+    } else {
+      spdlog::info("agent check: answering its weight again (speed {:.0f}%)", 100 * in.speed);
+    }
+  }
+  if (shed) in.state = NodeState::kSlow;
+  std::string reply = AgentReply(in);
+  spdlog::debug("agent check: speed {:.2f}{} excess {:.2f} ms, CPU share {:.2f}: {}", in.speed,
+                sampler_.speed_measured() ? "" : " (kept)", sampler_.excess_ns() / 1e6,
+                in.cpu_share, reply.substr(0, reply.size() - 1));
+  return reply;
 }
 
 }  // namespace inferd::server

@@ -54,26 +54,42 @@ class AgentCheckServer {
 };
 
 // The reply of a node serving `manager` (which must outlive it): "drain" once SetDraining was
-// called, "down#not ready" while !manager->IsReady(), else "up ready W%" from every loaded
-// version's statistics (busy time and instances now, for the utilization over the time since the
-// previous call; pending requests; threads per instance as serving resolves them from
+// called, "down#not ready" while !manager->IsReady(), "drain#slow ..." while the SlowNodeGuard
+// sheds, else "up ready W%" from every loaded version's statistics (busy time and instances now,
+// for the utilization over the time since the previous call; pending requests; per-batch-size
+// execution times, for the speed; threads per instance as serving resolves them from
 // `inference_threads`; the process's CPU time). Thread-safe.
+//
+// A reload does not change the reply: serving's reloads are blue-green (the running versions
+// serve until the new ones are ready, then readiness switches atomically), so a node stays "up"
+// through them (docs/fleet.md, "Reloads").
 class ManagerAgentReply {
  public:
   // inference_threads: the manager's total_threads (0 = the machine's cores).
-  ManagerAgentReply(const serving::ModelManager* manager, double capacity, int inference_threads)
-      : manager_(manager), capacity_(capacity), inference_threads_(inference_threads) {}
+  ManagerAgentReply(const serving::ModelManager* manager, double capacity, int inference_threads,
+                    SlowNodePolicy slow = {})
+      : manager_(manager),
+        capacity_(capacity),
+        inference_threads_(inference_threads),
+        guard_(slow) {}
   std::string operator()() EXCLUDES(mu_);
+  // As operator() at `now` (steady clock since its epoch) with the process's CPU time `cpu`:
+  // for tests, which drive time by hand.
+  std::string ReplyAt(std::chrono::nanoseconds now, std::chrono::nanoseconds cpu) EXCLUDES(mu_);
   // The node begins its shutdown: answer "drain" from now on.
   void SetDraining() { draining_.store(true); }
 
  private:
+  std::vector<ModelSample> Samples() const;
+
   const serving::ModelManager* manager_;
   const double capacity_;
   const int inference_threads_;
   std::atomic<bool> draining_{false};
   Mutex mu_;
   LoadSampler sampler_ GUARDED_BY(mu_);
+  SlowNodeGuard guard_ GUARDED_BY(mu_);
+  bool shedding_ GUARDED_BY(mu_) = false;  // for the log line when it changes
 };
 
 }  // namespace inferd::server

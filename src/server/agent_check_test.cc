@@ -7,6 +7,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <future>
+#include <thread>
+#include <vector>
 
 #include "serving/model_manager.h"
 #include "serving/test_models.h"
@@ -121,6 +124,61 @@ TEST(ManagerAgentReplyTest, DownWhileLoadingThenWeightThenDrain) {
   EXPECT_EQ(full(), "drain\n");
   // Only the one told drains (the other's weight now depends on the inference's timing).
   EXPECT_EQ(half().rfind("up ready ", 0), 0u);
+}
+
+// A reload is blue-green: the running version serves until the new one is ready, so the agent
+// answers "up" before, while the new version loads, while the replaced one retires, and after.
+// The replaced version's retirement is held open deterministically: its only worker runs a
+// request whose callback blocks until the test releases it, and the manager waits for that
+// version's requests before LoadModel returns.
+TEST(ManagerAgentReplyTest, StaysUpThroughAVersionedReload) {
+  const auto repo = serving::testing::FreshRepository("agent_reload_");
+  serving::testing::WriteFile(
+      repo / "m" / "config.pbtxt",
+      "max_batch_size: 4\ninstance_group [ { count: 1 kind: KIND_CPU } ]\n");
+  serving::testing::WriteAddModel(repo / "m" / "1" / "model.onnx");
+  serving::ModelManagerOptions o;
+  o.repository = repo;
+  o.total_threads = 1;
+  o.retire_timeout = std::chrono::minutes(10);  // the release below ends the retirement
+  auto manager = serving::ModelManager::Create(o);
+  ASSERT_TRUE(manager.ok()) << manager.status().message();
+  serving::ModelManager& m = **manager;
+  ASSERT_TRUE(m.Start().ok());
+  ManagerAgentReply agent(&m, 1.0, 1);
+  std::vector<std::string> replies;
+  auto sample = [&](int64_t t_ms) {
+    replies.push_back(agent.ReplyAt(std::chrono::milliseconds(t_ms), std::chrono::milliseconds(0)));
+    EXPECT_TRUE(m.IsModelReady("m"));  // some version serves at every instant
+  };
+  sample(0);
+  // Version 1's only worker is held by a request.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::promise<void> entered;
+  m.Infer(serving::testing::Request("m", Tensor::FromVector<float>({1.f}, {1, 1})),
+          [&entered, released](Status, serving::InferenceResponse) {
+            entered.set_value();
+            released.wait();
+          });
+  entered.get_future().wait();
+  serving::testing::WriteAddModel(repo / "m" / "2" / "model.onnx");
+  std::future<Status> load = std::async(std::launch::async, [&] { return m.LoadModel("m"); });
+  int64_t t = 1;
+  while (!m.IsModelReady("m", 2)) sample(t++);  // version 2 loading, version 1 serving
+  // Version 2 serves; version 1 retires (LoadModel waits for its held request).
+  EXPECT_NE(load.wait_for(std::chrono::milliseconds(0)), std::future_status::ready);
+  sample(t++);
+  release.set_value();
+  EXPECT_TRUE(load.get().ok());
+  sample(t++);
+  EXPECT_GE(replies.size(), 3u);
+  for (const std::string& r : replies) EXPECT_EQ(r.rfind("up ready ", 0), 0u) << r;
+  // A reload that fails keeps version 2 serving, and the agent "up".
+  serving::testing::WriteFile(repo / "m" / "3" / "model.onnx", "not a model");
+  EXPECT_FALSE(m.LoadModel("m").ok());
+  EXPECT_TRUE(m.IsModelReady("m", 2));
+  EXPECT_EQ(agent.ReplyAt(std::chrono::milliseconds(t), {}).rfind("up ready ", 0), 0u);
 }
 
 }  // namespace

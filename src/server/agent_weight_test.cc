@@ -112,5 +112,142 @@ TEST(AgentWeightTest, SamplerMeasuresCpuShareWhileBusy) {
   EXPECT_DOUBLE_EQ(s.cpu_share(), (0.625 + 0.05) / 2);
 }
 
+TEST(AgentWeightTest, SlowReplyNamesTheSpeed) {
+  AgentInputs in = Ready(1.0, {});
+  in.state = NodeState::kSlow;
+  in.speed = 0.3;
+  EXPECT_EQ(AgentReply(in), "drain#slow: 30% of its unloaded speed\n");
+}
+
+// One model "m/1" that has run `count` batches of size 1 taking `ns` in all.
+std::vector<ModelSample> Batches(uint64_t count, uint64_t ns) {
+  return {{"m/1", ns, 0, 1, 1, {{1, count, ns}}}};
+}
+
+TEST(AgentWeightTest, SamplerMeasuresSpeedAgainstTheUnloadedServiceTime) {
+  LoadSampler s;
+  s.Sample(milliseconds(0), Batches(0, 0));
+  EXPECT_FALSE(s.speed_measured());
+  EXPECT_EQ(s.speed(), 1.0);
+  // 10 batches of 4 ms: the baseline; speed (1 + 1) / 2.
+  s.Sample(milliseconds(100), Batches(10, 40'000'000));
+  EXPECT_TRUE(s.speed_measured());
+  EXPECT_DOUBLE_EQ(s.speed(), 1.0);
+  // 10 batches of 16 ms: a quarter of the speed (the baseline creeps up by 0.1% of the gap).
+  s.Sample(milliseconds(300), Batches(20, 200'000'000));
+  const double t0 = 4e6 + LoadSampler::kBaselineCreep * 12e6;
+  EXPECT_DOUBLE_EQ(s.speed(), (1.0 + t0 / 16e6) / 2);
+  EXPECT_DOUBLE_EQ(s.excess_ns(), (0 + (16e6 - t0)) / 2);  // ns beyond the baseline per batch
+  // Again: the average moves towards a quarter.
+  const double before = s.speed();
+  s.Sample(milliseconds(500), Batches(30, 360'000'000));
+  EXPECT_LT(s.speed(), before);
+  EXPECT_GT(s.speed(), 0.25);
+  // Two batches only: too little evidence; the speed stays and the counters wait for more.
+  const double kept = s.speed();
+  s.Sample(milliseconds(600), Batches(32, 368'000'000));
+  EXPECT_FALSE(s.speed_measured());
+  EXPECT_EQ(s.speed(), kept);
+  // The next window sees all 3 (4 ms each): the baseline drops to 4 ms; speed 1 averaged in.
+  s.Sample(milliseconds(700), Batches(33, 372'000'000));
+  EXPECT_TRUE(s.speed_measured());
+  EXPECT_DOUBLE_EQ(s.speed(), (kept + 1.0) / 2);
+}
+
+TEST(AgentWeightTest, SpeedIsComparedPerBatchSizeAndPerVersion) {
+  LoadSampler s;
+  // Batches of 8 take longer than batches of 1 but are not a slowdown.
+  auto both = [](uint64_t n1, uint64_t ns1, uint64_t n8, uint64_t ns8) {
+    return std::vector<ModelSample>{{"m/1", 0, 0, 1, 1, {{1, n1, ns1}, {8, n8, ns8}}}};
+  };
+  s.Sample(milliseconds(0), both(0, 0, 0, 0));
+  s.Sample(milliseconds(100), both(10, 10'000'000, 0, 0));            // 1 ms per batch of 1
+  s.Sample(milliseconds(200), both(10, 10'000'000, 10, 50'000'000));  // 5 ms per batch of 8
+  EXPECT_DOUBLE_EQ(s.speed(), 1.0);
+  s.Sample(milliseconds(300), both(20, 20'000'000, 20, 100'000'000));  // same again, both sizes
+  EXPECT_DOUBLE_EQ(s.speed(), 1.0);
+  // A counter that went backwards (a new version under the same key) starts a new baseline.
+  s.Sample(milliseconds(400), both(3, 30'000'000, 0, 0));
+  EXPECT_FALSE(s.speed_measured());
+  s.Sample(milliseconds(500), both(6, 60'000'000, 0, 0));  // 10 ms: its own baseline
+  EXPECT_DOUBLE_EQ(s.speed(), 1.0);
+}
+
+constexpr double kSlowNs = 5e6;  // batches 5 ms slower than at the baseline
+
+SlowNodePolicy Policy() {
+  SlowNodePolicy p;
+  p.shed_below = 0.5;
+  p.serve_above = 0.7;
+  p.first_probe = milliseconds(1000);
+  p.max_probe = milliseconds(3000);
+  p.idle_probe = milliseconds(2000);
+  return p;
+}
+
+TEST(SlowNodeGuardTest, ShedsWhileSlowAndProbesWithBackoff) {
+  SlowNodeGuard g(Policy());
+  EXPECT_FALSE(g.Shedding(milliseconds(0), 0.9, kSlowNs, true));
+  EXPECT_FALSE(
+      g.Shedding(milliseconds(100), 0.6, kSlowNs, true));  // between the thresholds: serving
+  EXPECT_TRUE(g.Shedding(milliseconds(200), 0.3, kSlowNs, true));     // slow: shed for 1 s
+  EXPECT_TRUE(g.Shedding(milliseconds(700), 0.3, kSlowNs, false));    // no traffic, not yet time
+  EXPECT_FALSE(g.Shedding(milliseconds(1200), 0.3, kSlowNs, false));  // probe: its weight again
+  EXPECT_FALSE(
+      g.Shedding(milliseconds(1300), 0.3, kSlowNs, false));  // waiting for the probe's traffic
+  EXPECT_TRUE(g.Shedding(milliseconds(1400), 0.35, kSlowNs, true));  // still slow: shed for 2 s
+  EXPECT_TRUE(g.Shedding(milliseconds(3300), 0.35, kSlowNs, false));
+  EXPECT_FALSE(g.Shedding(milliseconds(3400), 0.35, kSlowNs, false));  // probe
+  EXPECT_TRUE(g.Shedding(milliseconds(3500), 0.35, kSlowNs, true));    // shed for 3 s (the maximum)
+  EXPECT_TRUE(g.Shedding(milliseconds(6400), 0.35, kSlowNs, false));
+  EXPECT_FALSE(g.Shedding(milliseconds(6500), 0.35, kSlowNs, false));  // probe
+  // Better but not yet fast: shed again (3 s).
+  EXPECT_TRUE(g.Shedding(milliseconds(6600), 0.6, kSlowNs, true));
+  EXPECT_FALSE(g.Shedding(milliseconds(9600), 0.6, kSlowNs, false));  // probe
+  EXPECT_FALSE(g.Shedding(milliseconds(9700), 0.8, kSlowNs, true));   // fast once: probing on
+  EXPECT_FALSE(g.Shedding(milliseconds(9800), 0.8, kSlowNs, true));   // twice: serving for good
+  EXPECT_FALSE(g.Shedding(milliseconds(9900), 0.6, kSlowNs, true));   // serving: not slow
+  // Slow again: the backoff starts over at 1 s.
+  EXPECT_TRUE(g.Shedding(milliseconds(12000), 0.2, kSlowNs, true));
+  EXPECT_FALSE(g.Shedding(milliseconds(13000), 0.2, kSlowNs, false));
+}
+
+TEST(SlowNodeGuardTest, TrafficThatStillArrivesDecidesWithoutAProbe) {
+  SlowNodeGuard g(Policy());
+  EXPECT_TRUE(g.Shedding(milliseconds(0), 0.3, kSlowNs, true));
+  // Other proxies still send it requests: measured slow, the shedding goes on past its second.
+  EXPECT_TRUE(g.Shedding(milliseconds(900), 0.3, kSlowNs, true));
+  EXPECT_TRUE(g.Shedding(milliseconds(1500), 0.3, kSlowNs, false));
+  EXPECT_FALSE(
+      g.Shedding(milliseconds(1900), 0.3, kSlowNs, false));  // 1 s after the last slow window
+  EXPECT_TRUE(g.Shedding(milliseconds(2000), 0.3, kSlowNs, true));  // the probe is slow: 2 s
+  // Measured fast on that traffic twice in a row: serving without a probe.
+  EXPECT_TRUE(g.Shedding(milliseconds(2500), 0.75, kSlowNs, true));
+  EXPECT_FALSE(g.Shedding(milliseconds(2600), 0.75, kSlowNs, true));
+}
+
+TEST(SlowNodeGuardTest, AnIdleProbeEndsTheSheddingAndZeroTurnsItOff) {
+  SlowNodeGuard g(Policy());
+  EXPECT_TRUE(g.Shedding(milliseconds(0), 0.3, kSlowNs, true));
+  EXPECT_FALSE(g.Shedding(milliseconds(1000), 0.3, kSlowNs, false));  // probe
+  EXPECT_FALSE(g.Shedding(milliseconds(2900), 0.3, kSlowNs, false));
+  EXPECT_FALSE(
+      g.Shedding(milliseconds(3000), 0.3, kSlowNs, false));  // 2 s without traffic: serving
+  EXPECT_TRUE(
+      g.Shedding(milliseconds(3100), 0.3, kSlowNs, true));  // slow again: 1 s (backoff reset)
+  EXPECT_FALSE(g.Shedding(milliseconds(4100), 0.3, kSlowNs, false));
+  // A small model: 30% of its speed, but its batches only 0.2 ms slower (under min_excess).
+  SlowNodeGuard small(Policy());
+  EXPECT_FALSE(small.Shedding(milliseconds(0), 0.3, 2e5, true));
+  EXPECT_TRUE(small.Shedding(milliseconds(100), 0.3, 1.5e6, true));
+  EXPECT_TRUE(small.Shedding(milliseconds(200), 0.3, 4e5, true));   // under half once
+  EXPECT_FALSE(small.Shedding(milliseconds(300), 0.3, 4e5, true));  // twice: serving
+  SlowNodePolicy off = Policy();
+  off.shed_below = 0;
+  SlowNodeGuard never(off);
+  EXPECT_FALSE(never.Shedding(milliseconds(0), 0.01, kSlowNs, true));
+  EXPECT_FALSE(never.Shedding(milliseconds(100), 0.01, kSlowNs, true));
+}
+
 }  // namespace
 }  // namespace inferd::server

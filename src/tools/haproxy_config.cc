@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <set>
@@ -169,8 +170,17 @@ Status CheckOptions(const HaproxyConfigOptions& o) {
   return range(o.maxconn, 1, 1 << 20, "maxconn");
 }
 
-// The server lines of one backend; `grpc` selects the gRPC port and `proto h2`.
-void WriteServers(const HaproxyConfigOptions& o, bool grpc, std::ostringstream& out) {
+// Whether any active node has an agent check (then the config has fallback backends).
+bool HasAgents(const HaproxyConfigOptions& o) {
+  for (const FleetNode& n : o.nodes) {
+    if (!n.backup && n.agent_port != 0) return true;
+  }
+  return false;
+}
+
+// The server lines of one backend; `grpc` selects the gRPC port and `proto h2`, `agents` whether
+// the nodes' agent checks are used.
+void WriteServers(const HaproxyConfigOptions& o, bool grpc, bool agents, std::ostringstream& out) {
   int active = 0, backup = 0;
   for (const FleetNode& n : o.nodes) {
     const std::string name =
@@ -180,13 +190,15 @@ void WriteServers(const HaproxyConfigOptions& o, bool grpc, std::ostringstream& 
     // The health check always goes to the HTTP port, over HTTP/1.1.
     out << fmt::format(" check port {}", n.http_port);
     if (grpc) out << " proto h2 check-proto h1";
-    if (n.agent_port != 0) out << fmt::format(" agent-check agent-port {}", n.agent_port);
+    if (agents && n.agent_port != 0) {
+      out << fmt::format(" agent-check agent-port {}", n.agent_port);
+    }
     if (n.backup) out << " backup";
     out << "\n";
   }
 }
 
-void WriteBackend(const HaproxyConfigOptions& o, const char* name, bool grpc,
+void WriteBackend(const HaproxyConfigOptions& o, const std::string& name, bool grpc, bool agents,
                   std::ostringstream& out) {
   out << "backend " << name << "\n";
   out << "    balance " << BalanceLine(o.balance) << "\n";
@@ -197,9 +209,16 @@ void WriteBackend(const HaproxyConfigOptions& o, const char* name, bool grpc,
   out << "    option httpchk\n";
   out << "    http-check send meth GET uri /v2/health/ready\n";
   out << "    http-check expect status 200\n";
-  out << fmt::format("    default-server inter {}ms fall {} rise {} agent-inter {}ms\n",
-                     o.check_inter_ms, o.fall, o.rise, o.agent_inter_ms);
-  WriteServers(o, grpc, out);
+  const bool any_agent = std::any_of(o.nodes.begin(), o.nodes.end(),
+                                     [](const FleetNode& n) { return n.agent_port != 0; });
+  if (agents && any_agent) {
+    out << fmt::format("    default-server inter {}ms fall {} rise {} agent-inter {}ms\n",
+                       o.check_inter_ms, o.fall, o.rise, o.agent_inter_ms);
+  } else {
+    out << fmt::format("    default-server inter {}ms fall {} rise {}\n", o.check_inter_ms, o.fall,
+                       o.rise);
+  }
+  WriteServers(o, grpc, agents, out);
   out << "\n";
 }
 
@@ -272,21 +291,31 @@ StatusOr<std::string> HaproxyConfigText(const HaproxyConfigOptions& o) {
   out << "    option redispatch 1\n";
   out << "    retry-on conn-failure empty-response response-timeout 503\n";
   out << "\n";
-  out << "frontend inferd_http\n";
-  out << fmt::format("    bind {}\n", o.http_bind);
-  out << "    default_backend inferd_http\n\n";
-  if (!o.grpc_bind.empty()) {
-    out << "frontend inferd_grpc\n";
-    out << fmt::format("    bind {} proto h2\n", o.grpc_bind);
-    out << "    default_backend inferd_grpc\n\n";
-  }
+  // While no agent-weighted server is usable (every node drained by its agent, or down, and no
+  // backup up), requests go to the same nodes without agent checks: agents that all shed for
+  // being slow (a machine slow everywhere) must not leave the fleet with nowhere to send.
+  const bool agents = HasAgents(o);
+  auto frontend = [&](const char* name, const std::string& bind, const char* proto) {
+    out << "frontend " << name << "\n";
+    out << fmt::format("    bind {}{}\n", bind, proto);
+    if (agents) {
+      out << fmt::format("    use_backend {}_fallback if {{ nbsrv({}) eq 0 }}\n", name, name);
+    }
+    out << "    default_backend " << name << "\n\n";
+  };
+  frontend("inferd_http", o.http_bind, "");
+  if (!o.grpc_bind.empty()) frontend("inferd_grpc", o.grpc_bind, " proto h2");
   if (!o.stats_bind.empty()) {
     out << "frontend inferd_stats\n";
     out << fmt::format("    bind {}\n", o.stats_bind);
     out << "    stats enable\n    stats uri /stats\n    stats refresh 5s\n\n";
   }
-  WriteBackend(o, "inferd_http", false, out);
-  if (!o.grpc_bind.empty()) WriteBackend(o, "inferd_grpc", true, out);
+  for (const bool grpc : {false, true}) {
+    if (grpc && o.grpc_bind.empty()) continue;
+    const std::string name = grpc ? "inferd_grpc" : "inferd_http";
+    WriteBackend(o, name, grpc, true, out);
+    if (agents) WriteBackend(o, name + "_fallback", grpc, false, out);
+  }
   return out.str();
 }
 

@@ -8,7 +8,10 @@
 // health-check every node with `GET /v2/health/ready` on its HTTP port, retry a failed request on
 // another node (`retry-on` + `retries` + `option redispatch`), keep `backup` nodes for when every
 // active node is down, and take each node's weight from its agent-check port (`inferd serve
-// --agent-port`, server/agent_check.h).
+// --agent-port`, server/agent_check.h). With agent checks, each frontend also has a fallback
+// backend over the same nodes without agent checks (`inferd_http_fallback`,
+// `inferd_grpc_fallback`), used while no server of the main backend is usable (`nbsrv() eq 0`:
+// every agent answers drain, say because every node finds itself slow, and no backup is up).
 #pragma once
 
 #include <string>

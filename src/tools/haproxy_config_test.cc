@@ -100,6 +100,27 @@ TEST(HaproxyConfigTest, WritesHttpAndGrpcBackendsWithChecksRetriesAndAgents) {
                   "    server backup1 127.0.0.1:8021 weight 100 check port 8020 proto h2 "
                   "check-proto h1 backup\n"));
   EXPECT_TRUE(Has(t, "backend inferd_grpc\n    balance leastconn\n    option httpchk\n"));
+  // While every agent-weighted server is drained or down: the same nodes without agents.
+  EXPECT_TRUE(Has(t,
+                  "frontend inferd_http\n    bind 127.0.0.1:8080\n"
+                  "    use_backend inferd_http_fallback if { nbsrv(inferd_http) eq 0 }\n"
+                  "    default_backend inferd_http\n"));
+  EXPECT_TRUE(Has(t,
+                  "    use_backend inferd_grpc_fallback if { nbsrv(inferd_grpc) eq 0 }\n"
+                  "    default_backend inferd_grpc\n"));
+  EXPECT_TRUE(Has(t,
+                  "backend inferd_http_fallback\n    balance leastconn\n"
+                  "    option http-buffer-request\n    option httpchk\n"
+                  "    http-check send meth GET uri /v2/health/ready\n"
+                  "    http-check expect status 200\n"
+                  "    default-server inter 1000ms fall 2 rise 2\n"
+                  "    server node1 127.0.0.1:8000 weight 100 check port 8000\n"
+                  "    server node2 127.0.0.1:8010 weight 50 check port 8010\n"
+                  "    server backup1 127.0.0.1:8020 weight 100 check port 8020 backup\n"));
+  EXPECT_TRUE(Has(t, "backend inferd_grpc_fallback\n    balance leastconn\n    option httpchk\n"));
+  EXPECT_TRUE(Has(t,
+                  "    server node1 127.0.0.1:8001 weight 100 check port 8000 proto h2 "
+                  "check-proto h1\n"));
   EXPECT_FALSE(Has(t, "frontend inferd_stats"));
   EXPECT_FALSE(Has(t, "log"));
 }
@@ -120,6 +141,12 @@ TEST(HaproxyConfigTest, BalanceOptionsAndNoGrpc) {
   EXPECT_FALSE(Has(*text, "inferd_grpc"));
   EXPECT_TRUE(Has(*text, "    server node1 [::1]:8000 weight"));
   EXPECT_TRUE(Has(*text, "frontend inferd_stats\n    bind 127.0.0.1:9999\n"));
+  // Without agent checks there is nothing to fall back from.
+  for (FleetNode& n : o.nodes) n.agent_port = 0;
+  text = HaproxyConfigText(o);
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  EXPECT_FALSE(Has(*text, "fallback"));
+  EXPECT_FALSE(Has(*text, "agent"));
   EXPECT_EQ(*ParseFleetBalance("roundrobin"), FleetBalance::kRoundRobin);
   EXPECT_FALSE(ParseFleetBalance("source").ok());
 }

@@ -263,6 +263,11 @@ void AddAgentCheckFlags(CLI::App* cmd, ServeOptions* o) {
                   "inference threads / the machine's cores)")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
+  cmd->add_option("--agent-slow-speed", o->agent_slow_speed,
+                  "Answer 'drain' while the node executes batches at less than this share of its "
+                  "own unloaded speed, probing now and then (0 = never)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
 }
 
 // The capacity the agent reports: the flag, or the share of the machine's cores inference uses.
@@ -413,8 +418,11 @@ Status ServeCommand(const ServeOptions& o) {
   mo.external_models = generative.folders;
   ASSIGN_OR_RETURN(auto manager, serving::ModelManager::Create(mo));
   // The agent says "down" while the repository loads, then the node's weight.
+  server::SlowNodePolicy slow;
+  slow.shed_below = o.agent_slow_speed;
+  slow.serve_above = std::min(1.0, o.agent_slow_speed + 0.2);
   auto agent_reply = std::make_shared<server::ManagerAgentReply>(manager.get(), AgentCapacity(o),
-                                                                     o.threads);
+                                                                 o.threads, slow);
   ASSIGN_OR_RETURN(auto agent, StartAgentCheck(o, agent_reply));  // stopped before the manager
   SignalWatcher watcher(signals, manager.get());  // destroyed before the manager
   spdlog::info("loading model repository {} (model control mode {})", o.model_repository,

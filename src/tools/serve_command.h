@@ -55,6 +55,7 @@ struct ServeOptions {
   // HAProxy agent check (haproxy; docs/fleet.md, "Routing on HAProxy"; server/agent_check.h).
   int agent_port = -1;         // 0 = any free port; -1 = off
   double agent_capacity = 0;   // (0, 1] relative to the fleet's fastest node; 0 = threads / cores
+  double agent_slow_speed = 0;  // shed below this share of the unloaded speed; 0 = never (off)
 };
 
 // Registers the `serve` subcommand and its flags on `app`, filling `options` when parsed.

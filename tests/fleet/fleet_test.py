@@ -8,6 +8,8 @@ config from `inferd fleet haproxy-config`, checked by `haproxy -c`), a small gen
   - under closed-loop load (HTTP and gRPC client threads), SIGKILL of one node gives zero
     client-visible errors (retry-on + redispatch), and HAProxy's `show stat` marks it DOWN within
     the check interval x fall (plus one interval of slack for a loaded machine);
+  - while every server of the agent-weighted backend is drained (as agents that all find their
+    node slow would leave it), requests are served through the fallback backend;
   - the standby takes no traffic until every active node is down, then serves;
   - a bad node list is refused with a clear error and a non-zero exit code.
 """
@@ -126,6 +128,32 @@ def weights_tests(fleet):
           f"agent weights reach HAProxy (weights {weights()}, want 100, 100, 50)")
 
 
+def fallback_test(fleet):
+    # Drain every node of inferd_http and put the standby in maintenance (a standby that is up
+    # would take over: HAProxy's backups serve while no active server is usable), with the agents
+    # off (their "up ready" would undo both): nbsrv(inferd_http) is 0 and the frontend uses
+    # inferd_http_fallback.
+    names = ["node1", "node2", "node3", "backup1"]
+    for n in names:
+        fleet.proxy.command(f"disable agent inferd_http/{n}")
+        state = "maint" if n == "backup1" else "drain"
+        fleet.proxy.command(f"set server inferd_http/{n} state {state}")
+    try:
+        before = sum(int(r["stot"]) for r in fleet.server_stats("inferd_http_fallback").values())
+        codes = [requests.post(f"{fleet.http_url}/v2/models/identity/infer",
+                               json=infer_body(range(16)), timeout=30).status_code
+                 for _ in range(6)]
+        fb = fleet.server_stats("inferd_http_fallback")
+        after = sum(int(r["stot"]) for r in fb.values())
+        check(codes == [200] * 6, f"every node drained: requests still served ({codes})")
+        check(after - before == 6, f"they went through inferd_http_fallback ({after - before})")
+        check(fb["backup1"]["stot"] == "0", "the fallback's standby took none while nodes are up")
+    finally:
+        for n in names:
+            fleet.proxy.command(f"set server inferd_http/{n} state ready")
+            fleet.proxy.command(f"enable agent inferd_http/{n}")
+
+
 def kill_test(fleet, proto_dir, work):
     pb, channel, unary = grpc_client(fleet.grpc_target, proto_dir, work)
     load = Load(fleet.http_url, unary, pb)
@@ -196,6 +224,7 @@ def main():
     with Fleet(args.inferd, repo, args.work_dir, n=3, backups=1, node_args=node_args,
                config_args=config) as fleet:
         for name, fn in (("weights", lambda: weights_tests(fleet)),
+                         ("fallback", lambda: fallback_test(fleet)),
                          ("kill", lambda: kill_test(fleet, args.proto_dir, args.work_dir)),
                          ("backup", lambda: backup_test(fleet))):
             try:
