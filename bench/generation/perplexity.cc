@@ -1,13 +1,14 @@
 // Perplexity of a decoder model folder on a text file, through the paged model runner (the
 // engine's own model path, FP32 or weight-only INT8/INT4 folders from `inferd quantize`):
 //   build/inferd_perplexity --model DIR --text FILE [--window 256] [--max-tokens 16384]
-//       [--streams 8] [--threads 2]
+//       [--streams 8] [--threads 2] [--kv-cache-dtype float32|int8]
 // Each line of FILE is a paragraph; the tokens of [BOS] + paragraph, paragraphs one after the
 // other, are cut into windows of `window` tokens, and every window predicts its tokens 1..W-1
 // from the tokens before them. The windows run `streams` at a time, one token per window per
 // step (the decode path, as generation runs it). Prints one JSON line: tokens scored, mean
 // negative log-likelihood (nats), perplexity = exp(mean NLL). bench/generation/perplexity.py runs
-// it for FP32/INT8/INT4. Not a test: run by hand.
+// it for FP32/INT8/INT4 weights and FP32 weights with an INT8 KV cache (--kv-cache-dtype, the
+// runner's RunnerOptions::kv_cache_dtype). Not a test: run by hand.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -22,7 +23,7 @@
 namespace {
 
 struct Args {
-  std::string model, text;
+  std::string model, text, kv_cache_dtype = "float32";
   int window = 256, streams = 8, threads = 2;
   long max_tokens = 16384;
 };
@@ -40,6 +41,8 @@ bool Parse(int argc, char** argv, Args* a) {
       a->streams = std::atoi(v.c_str());
     } else if (k == "--threads") {
       a->threads = std::atoi(v.c_str());
+    } else if (k == "--kv-cache-dtype") {
+      a->kv_cache_dtype = v;
     } else if (k == "--max-tokens") {
       a->max_tokens = std::atol(v.c_str());
     } else {
@@ -70,7 +73,7 @@ int main(int argc, char** argv) {
   if (!Parse(argc, argv, &a)) {
     std::fprintf(stderr,
                  "usage: %s --model DIR --text FILE [--window N] [--max-tokens N] [--streams N] "
-                 "[--threads N]\n",
+                 "[--threads N] [--kv-cache-dtype float32|int8]\n",
                  argv[0]);
     return 2;
   }
@@ -91,9 +94,12 @@ int main(int argc, char** argv) {
   if (!cfg.ok()) return Fail(cfg.status());
   inferd::gen::RunnerOptions ro;
   ro.num_threads = a.threads;
+  auto kv_dtype = inferd::gen::ParseKvCacheDtype(a.kv_cache_dtype);
+  if (!kv_dtype.ok()) return Fail(kv_dtype.status());
+  ro.kv_cache_dtype = *kv_dtype;
   const int per_seq = (a.window + ro.block_size - 1) / ro.block_size;
-  ro.kv_cache_bytes = size_t{2} * cfg->num_layers * cfg->num_kv_heads * ro.block_size *
-                      cfg->head_dim * sizeof(float) * per_seq * a.streams;
+  ro.kv_cache_bytes =
+      inferd::gen::KvBlockBytes(*cfg, ro.block_size, ro.kv_cache_dtype) * per_seq * a.streams;
   auto runner_or = inferd::gen::CreateDecoderRunner(a.model, ro);
   if (!runner_or.ok()) return Fail(runner_or.status());
   inferd::gen::ModelRunner& runner = **runner_or;
@@ -122,8 +128,9 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::printf("{\"model\": \"%s\", \"tokens\": %ld, \"windows\": %zu, \"window\": %d, "
-              "\"nll\": %.6f, \"perplexity\": %.4f}\n",
-              a.model.c_str(), scored, windows, a.window, nll / scored, std::exp(nll / scored));
+  std::printf("{\"model\": \"%s\", \"kv_cache_dtype\": \"%s\", \"tokens\": %ld, "
+              "\"windows\": %zu, \"window\": %d, \"nll\": %.6f, \"perplexity\": %.4f}\n",
+              a.model.c_str(), a.kv_cache_dtype.c_str(), scored, windows, a.window, nll / scored,
+              std::exp(nll / scored));
   return 0;
 }

@@ -56,24 +56,24 @@ struct Step {
       starts.push_back(starts.back() + fresh);
       lens.push_back(context);
     }
-    args = {q.data(),
-            k.data(),
-            v.data(),
-            key_cache.data(),
-            value_cache.data(),
-            slots.data(),
-            starts.data(),
-            lens.data(),
-            tables.data(),
-            h,
-            hkv,
-            d,
-            t,
-            seqs,
-            blocks,
-            bs,
-            per_seq,
-            0.125f};
+    args = {.query = q.data(),
+            .key = k.data(),
+            .value = v.data(),
+            .key_cache = key_cache.data(),
+            .value_cache = value_cache.data(),
+            .slot_mapping = slots.data(),
+            .query_start = starts.data(),
+            .context_lens = lens.data(),
+            .block_tables = tables.data(),
+            .num_heads = h,
+            .num_kv_heads = hkv,
+            .head_dim = d,
+            .num_tokens = t,
+            .num_seqs = seqs,
+            .num_blocks = blocks,
+            .block_size = bs,
+            .max_blocks_per_seq = per_seq,
+            .scale = 0.125f};
   }
 };
 

@@ -247,6 +247,7 @@ void GenerationEngine::PublishStats() {
   stats_.waiting = scheduler_.num_waiting();
   stats_.kv_blocks_used = blocks.NumUsed();
   stats_.kv_blocks_total = blocks.num_blocks();
+  stats_.kv_block_bytes = static_cast<int64_t>(runner_->kv_block_bytes());
   stats_.prefix_queries = blocks.prefix_query_tokens();
   stats_.prefix_hits = blocks.prefix_hit_tokens();
   stats_.preemptions = scheduler_.num_preemptions();

@@ -81,6 +81,7 @@ struct EngineOptions { int max_num_seqs = 64; int max_num_batched_tokens = 512;
 struct EngineStats { int running, waiting; int64_t kv_blocks_used, kv_blocks_total;
   int64_t prefix_queries, prefix_hits /* tokens */, preemptions, prompt_tokens, generated_tokens;
   int64_t draft_tokens, accepted_tokens;  // speculative: proposed, and kept by the target
+  int64_t kv_block_bytes;  // bytes of one block of the target's pool (ModelRunner::kv_block_bytes)
 };
 // (prefix_queries counts tokens too: those of every admission, recomputations included;
 // running/waiting are sequences; the counters are totals since Create.)

@@ -52,18 +52,14 @@ Status CheckConfig(const DecoderConfig& c, const std::string& file) {
   return Status::Ok();
 }
 
-// Bytes of one block across all layers, K and V.
-size_t BlockBytes(const DecoderConfig& c, int block_size) {
-  return size_t{2} * c.num_layers * c.num_kv_heads * block_size * c.head_dim * sizeof(float);
-}
-
 class PagedModelRunner final : public ModelRunner {
  public:
-  PagedModelRunner(DecoderConfig config, int block_size, int num_blocks,
+  PagedModelRunner(DecoderConfig config, int block_size, int num_blocks, KvCacheDtype kv_dtype,
                    std::unique_ptr<Session> session);
   const DecoderConfig& config() const override { return config_; }
   int block_size() const override { return block_size_; }
   int num_blocks() const override { return num_blocks_; }
+  size_t kv_block_bytes() const override { return KvBlockBytes(config_, block_size_, kv_dtype_); }
   Status Step(std::span<const SequenceChunk> chunks, Tensor* logits) override;
   const Session* session() const override { return session_.get(); }
   // Fails when the session needs an input the runner does not feed or has no logits output.
@@ -79,22 +75,32 @@ class PagedModelRunner final : public ModelRunner {
 
   const DecoderConfig config_;
   const int block_size_, num_blocks_;
+  const KvCacheDtype kv_dtype_;
   std::unique_ptr<Session> session_;
-  std::vector<Tensor> key_cache_, value_cache_;  // per layer, owned
-  bool gathers_rows_ = false;                    // the graph has inferd.logits_rows
-  size_t logits_index_ = 0;                      // of "logits" in the session's outputs
+  std::vector<Tensor> key_cache_, value_cache_;    // per layer, owned
+  std::vector<Tensor> key_scales_, value_scales_;  // per layer, INT8 caches only
+  bool gathers_rows_ = false;                      // the graph has inferd.logits_rows
+  size_t logits_index_ = 0;                        // of "logits" in the session's outputs
 };
 
 PagedModelRunner::PagedModelRunner(DecoderConfig config, int block_size, int num_blocks,
-                                   std::unique_ptr<Session> session)
+                                   KvCacheDtype kv_dtype, std::unique_ptr<Session> session)
     : config_(std::move(config)),
       block_size_(block_size),
       num_blocks_(num_blocks),
+      kv_dtype_(kv_dtype),
       session_(std::move(session)) {
   const Shape shape = {num_blocks, config_.num_kv_heads, block_size, config_.head_dim};
+  const Shape scales = {num_blocks, config_.num_kv_heads, block_size};
+  const bool int8 = kv_dtype_ == KvCacheDtype::kInt8;
+  const DataType type = int8 ? DataType::kInt8 : DataType::kFloat32;
   for (int l = 0; l < config_.num_layers; ++l) {
-    key_cache_.push_back(Tensor::Allocate(DataType::kFloat32, shape));
-    value_cache_.push_back(Tensor::Allocate(DataType::kFloat32, shape));
+    key_cache_.push_back(Tensor::Allocate(type, shape));
+    value_cache_.push_back(Tensor::Allocate(type, shape));
+    if (int8) {
+      key_scales_.push_back(Tensor::Allocate(DataType::kFloat32, scales));
+      value_scales_.push_back(Tensor::Allocate(DataType::kFloat32, scales));
+    }
   }
 }
 
@@ -105,6 +111,10 @@ Status PagedModelRunner::CheckInterface() {
   for (int l = 0; l < config_.num_layers; ++l) {
     fed.insert(KeyCacheInput(l));
     fed.insert(ValueCacheInput(l));
+    if (kv_dtype_ == KvCacheDtype::kInt8) {
+      fed.insert(KeyScalesInput(l));
+      fed.insert(ValueScalesInput(l));
+    }
   }
   for (const ValueInfo& in : session_->inputs()) {
     if (!fed.count(in.name)) {
@@ -223,13 +233,15 @@ Status PagedModelRunner::Step(std::span<const SequenceChunk> chunks, Tensor* log
   for (const SequenceChunk& c : chunks) RETURN_IF_ERROR(CheckChunk(c));
   std::vector<int64_t> rows;
   std::vector<std::pair<std::string, Tensor>> in = StepInputs(chunks, &rows);
-  const Shape shape = key_cache_[0].shape();
+  // Views: the kernel writes the step's K/V (and, INT8, their scales) into the pool in place.
+  auto view = [](Tensor& t) { return Tensor::View(t.dtype(), t.shape(), t.raw_data()); };
   for (int l = 0; l < config_.num_layers; ++l) {
-    // Views: the kernel writes the step's K/V into the pool in place.
-    in.emplace_back(KeyCacheInput(l),
-                    Tensor::View(DataType::kFloat32, shape, key_cache_[l].raw_data()));
-    in.emplace_back(ValueCacheInput(l),
-                    Tensor::View(DataType::kFloat32, shape, value_cache_[l].raw_data()));
+    in.emplace_back(KeyCacheInput(l), view(key_cache_[l]));
+    in.emplace_back(ValueCacheInput(l), view(value_cache_[l]));
+    if (!key_scales_.empty()) {
+      in.emplace_back(KeyScalesInput(l), view(key_scales_[l]));
+      in.emplace_back(ValueScalesInput(l), view(value_scales_[l]));
+    }
   }
   std::vector<Tensor> outputs;
   RETURN_IF_ERROR(session_->Run(in, &outputs));
@@ -237,6 +249,22 @@ Status PagedModelRunner::Step(std::span<const SequenceChunk> chunks, Tensor* log
 }
 
 }  // namespace
+
+StatusOr<KvCacheDtype> ParseKvCacheDtype(std::string_view name) {
+  if (name == "float32") return KvCacheDtype::kFloat32;
+  if (name == "int8") return KvCacheDtype::kInt8;
+  return InvalidArgument("unknown kv_cache_dtype '{}' (known: float32, int8)", name);
+}
+
+const char* KvCacheDtypeName(KvCacheDtype dtype) {
+  return dtype == KvCacheDtype::kInt8 ? "int8" : "float32";
+}
+
+size_t KvBlockBytes(const DecoderConfig& c, int block_size, KvCacheDtype dtype) {
+  const size_t row = dtype == KvCacheDtype::kInt8 ? c.head_dim + sizeof(float)  // codes + scale
+                                                  : c.head_dim * sizeof(float);
+  return size_t{2} * c.num_layers * c.num_kv_heads * block_size * row;
+}
 
 StatusOr<DecoderConfig> LoadDecoderConfig(const std::filesystem::path& config_json) {
   const std::string file = config_json.string();
@@ -279,7 +307,12 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateDecoderRunner(const std::filesystem
   if (options.num_threads < 0) {
     return InvalidArgument("num_threads {} is negative (0 means all cores)", options.num_threads);
   }
-  const size_t block_bytes = BlockBytes(config, options.block_size);
+  if (options.kv_cache_dtype != KvCacheDtype::kFloat32 &&
+      options.kv_cache_dtype != KvCacheDtype::kInt8) {
+    return InvalidArgument("kv_cache_dtype {} is not one of float32, int8",
+                           static_cast<int>(options.kv_cache_dtype));
+  }
+  const size_t block_bytes = KvBlockBytes(config, options.block_size, options.kv_cache_dtype);
   const size_t num_blocks = options.kv_cache_bytes / block_bytes;
   if (num_blocks < 1 || num_blocks > size_t{1} << 30) {
     return InvalidArgument("a KV cache budget of {} bytes holds {} blocks of {} bytes",
@@ -293,6 +326,7 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateDecoderRunner(const std::filesystem
   ro.num_kv_heads = config.num_kv_heads;
   ro.head_dim = config.head_dim;
   ro.block_size = options.block_size;
+  ro.int8_cache = options.kv_cache_dtype == KvCacheDtype::kInt8;
   StatusOr<int> rewritten = PagedAttentionRewrite(ro).Run(model.graph);
   if (!rewritten.ok()) {
     return rewritten.status().WithContext(model_path + ": cannot run as a paged decoder");
@@ -315,8 +349,9 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateDecoderRunner(const std::filesystem
   SessionOptions so;
   so.num_threads = options.num_threads;
   ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(std::move(model), so));
-  auto runner = std::make_unique<PagedModelRunner>(
-      std::move(config), options.block_size, static_cast<int>(num_blocks), std::move(session));
+  auto runner = std::make_unique<PagedModelRunner>(std::move(config), options.block_size,
+                                                   static_cast<int>(num_blocks),
+                                                   options.kv_cache_dtype, std::move(session));
   RETURN_IF_ERROR(runner->CheckInterface().WithContext(model_path));
   return std::unique_ptr<ModelRunner>(std::move(runner));
 }

@@ -5,9 +5,12 @@
 // <dir>/config.json, rewrites each layer's attention into ai.inferd.PagedAttention
 // (optimizer/paged_attention_rewrite.h), optionally quantizes the MatMul weights to dynamic INT8,
 // and builds a Session on the result. The runner owns the KV pool: per layer one K and one V
-// tensor float32 [num_blocks, kv_heads, block_size, head_dim], num_blocks = kv_cache_bytes / (bytes
-// of one block across all layers, K and V). Which blocks are free is the caller's business (the
-// block manager); the runner only reads and writes the blocks a step's block tables name.
+// tensor [num_blocks, kv_heads, block_size, head_dim], float32 or (kv_cache_dtype int8) int8 codes
+// with one float scale per (block, kv head, token) beside them, num_blocks = kv_cache_bytes /
+// KvBlockBytes (one block across all layers, K and V, scales included): the same budget holds
+// ~3.5x the blocks in INT8 (head_dim 32: 36 bytes a row instead of 128). Which blocks are free is
+// the caller's business (the block manager); the runner only reads and writes the blocks a step's
+// block tables name.
 //
 //   RunnerOptions opts;
 //   opts.kv_cache_bytes = 64 << 20;
@@ -32,6 +35,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 #include "common/tensor.h"
@@ -56,11 +60,26 @@ struct DecoderConfig {
 // INVALID_ARGUMENT naming the file and field on anything missing, mistyped or inconsistent.
 StatusOr<DecoderConfig> LoadDecoderConfig(const std::filesystem::path& config_json);
 
+// How the KV pool stores K and V. kInt8: symmetric INT8 per (token, kv head) row with a float32
+// scale (kernels/cpu/attention/paged_attention.h), written as the step's K/V arrive, dequantized
+// by attention as it reads; attention still computes in float32.
+enum class KvCacheDtype { kFloat32, kInt8 };
+
+// "float32" | "int8" (a model's `kv_cache_dtype`): INVALID_ARGUMENT naming the value and the
+// known ones otherwise.
+StatusOr<KvCacheDtype> ParseKvCacheDtype(std::string_view name);
+const char* KvCacheDtypeName(KvCacheDtype dtype);
+
+// Bytes of one KV block across all layers, K and V: 2 · layers · kv_heads · block_size rows of
+// 4 · head_dim bytes (float32) or head_dim + 4 (int8 codes and their float scale).
+size_t KvBlockBytes(const DecoderConfig& config, int block_size, KvCacheDtype dtype);
+
 struct RunnerOptions {
   size_t kv_cache_bytes = 256 << 20;  // K+V of all layers; num_blocks derived from it (>= 1)
   int block_size = 16;                // tokens per block, 1..1024
   int num_threads = 0;                // intra-op threads; 0 = all cores (>= 0)
   bool int8_weights = false;          // dynamic-int8 MatMul weights (quantize/dynamic_int8.h)
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kFloat32;  // the KV pool's storage
   // Q/K/V and gate/up projections of one input as one MatMul each (optimizer/
   // sibling_matmul_merge.h): same results, fewer kernel calls per step. Off only to measure it.
   bool merge_projections = true;
@@ -84,6 +103,8 @@ class ModelRunner {
   virtual const DecoderConfig& config() const = 0;
   virtual int block_size() const = 0;
   virtual int num_blocks() const = 0;
+  // Bytes of one block of the KV pool (KvBlockBytes); 0 when the runner does not say (fakes).
+  virtual size_t kv_block_bytes() const { return 0; }
   // Runs one step over all chunks; logits: float32 [rows, vocab], in chunk order, where a chunk
   // contributes tokens.size() rows with all_logits, else one row with need_logits, else none. INVALID_ARGUMENT (nothing run) for no chunks, an empty chunk, a token outside
   // the vocabulary, a position past max_context, a block table too short or naming a block

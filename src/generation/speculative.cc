@@ -204,9 +204,8 @@ StatusOr<SpeculativeDecoding> LoadSpeculativeDecoding(
   RunnerOptions ro = runner_options;
   ro.block_size = target.block_size();
   ro.num_threads = result.options.draft_threads;
-  ro.kv_cache_bytes = static_cast<size_t>(target.num_blocks()) * 2 * draft_config.num_layers *
-                      draft_config.num_kv_heads * target.block_size() * draft_config.head_dim *
-                      sizeof(float);
+  ro.kv_cache_bytes = static_cast<size_t>(target.num_blocks()) *
+                      KvBlockBytes(draft_config, target.block_size(), ro.kv_cache_dtype);
   auto draft = CreateDecoderRunner(draft_dir, ro);
   if (!draft.ok()) return draft.status().WithContext("draft model");
   result.draft = std::move(*draft);

@@ -90,6 +90,7 @@ server::GenerationMetrics EngineTextGenerator::Metrics() const {
   m.waiting = s.waiting;
   m.kv_blocks_used = s.kv_blocks_used;
   m.kv_blocks_total = s.kv_blocks_total;
+  m.kv_block_bytes = s.kv_block_bytes;
   m.prefix_queries = s.prefix_queries;
   m.prefix_hits = s.prefix_hits;
   m.preemptions = s.preemptions;
@@ -117,6 +118,9 @@ StatusOr<server::GenerativeModel> LoadGenerativeModel(const std::string& name,
   ro.block_size = config.block_size;
   ro.num_threads = config.num_threads > 0 ? config.num_threads : options.default_threads;
   ro.int8_weights = config.int8_weights;
+  auto kv_dtype = gen::ParseKvCacheDtype(config.kv_cache_dtype);
+  if (!kv_dtype.ok()) return fail(kv_dtype.status());
+  ro.kv_cache_dtype = *kv_dtype;
   // The cheap checks first: a corrupt tokenizer or template fails before the graph is optimized.
   auto tokenizer = gen::Tokenizer::Load(config.model_dir / "tokenizer.model");
   if (!tokenizer.ok()) return fail(tokenizer.status());

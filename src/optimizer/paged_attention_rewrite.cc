@@ -12,6 +12,8 @@ namespace inferd {
 
 std::string KeyCacheInput(int layer) { return fmt::format("inferd.key_cache.{}", layer); }
 std::string ValueCacheInput(int layer) { return fmt::format("inferd.value_cache.{}", layer); }
+std::string KeyScalesInput(int layer) { return fmt::format("inferd.key_scales.{}", layer); }
+std::string ValueScalesInput(int layer) { return fmt::format("inferd.value_scales.{}", layer); }
 
 namespace {
 
@@ -211,9 +213,15 @@ void AddPagedInputs(Graph& g, const PagedAttentionRewriteOptions& o) {
       Input(kBlockTablesInput, DataType::kInt64, {seqs, Dim{-1, "max_blocks_per_seq"}}));
   const std::vector<Dim> cache = {Dim{-1, "num_blocks"}, Dim{o.num_kv_heads, ""},
                                   Dim{o.block_size, ""}, Dim{o.head_dim, ""}};
+  const DataType type = o.int8_cache ? DataType::kInt8 : DataType::kFloat32;
+  const std::vector<Dim> scales(cache.begin(), cache.end() - 1);
   for (int l = 0; l < o.num_layers; ++l) {
-    g.inputs.push_back(Input(KeyCacheInput(l), DataType::kFloat32, cache));
-    g.inputs.push_back(Input(ValueCacheInput(l), DataType::kFloat32, cache));
+    g.inputs.push_back(Input(KeyCacheInput(l), type, cache));
+    g.inputs.push_back(Input(ValueCacheInput(l), type, cache));
+    if (o.int8_cache) {
+      g.inputs.push_back(Input(KeyScalesInput(l), DataType::kFloat32, scales));
+      g.inputs.push_back(Input(ValueScalesInput(l), DataType::kFloat32, scales));
+    }
   }
 }
 
@@ -295,6 +303,10 @@ StatusOr<int> PagedAttentionRewrite::Run(Graph& graph) const {
                   kQueryStartInput,
                   kContextLensInput,
                   kBlockTablesInput};
+      if (o.int8_cache) {
+        n.inputs.push_back(KeyScalesInput(l));
+        n.inputs.push_back(ValueScalesInput(l));
+      }
       n.attributes.clear();
       n.attributes["scale"] = FloatAttr(m.scale);
       n.attributes["num_heads"] = IntAttr(o.num_heads);

@@ -36,6 +36,10 @@ struct PagedAttentionRewriteOptions {
   int head_dim = 0;
   int block_size = 16;  // tokens per cache block: the cache inputs' declared dim 2
   bool gather_logits_rows = true;
+  // INT8 caches: inferd.key_cache.N / inferd.value_cache.N are declared int8 and each
+  // PagedAttention also reads inferd.key_scales.N / inferd.value_scales.N (float32 [num_blocks,
+  // kv_heads, block_size]; kernels/cpu/attention/paged_attention.h).
+  bool int8_cache = false;
 };
 
 class PagedAttentionRewrite final : public GraphPass {
@@ -58,5 +62,8 @@ inline constexpr char kLogitsRowsInput[] = "inferd.logits_rows";
 // "inferd.key_cache.N" / "inferd.value_cache.N".
 std::string KeyCacheInput(int layer);
 std::string ValueCacheInput(int layer);
+// "inferd.key_scales.N" / "inferd.value_scales.N" (int8_cache only).
+std::string KeyScalesInput(int layer);
+std::string ValueScalesInput(int layer);
 
 }  // namespace inferd

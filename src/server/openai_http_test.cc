@@ -337,6 +337,7 @@ TEST(GenerationMetricsText, RendersFamilies) {
   m.waiting = 1;
   m.kv_blocks_used = 3;
   m.kv_blocks_total = 12;
+  m.kv_block_bytes = 9216;  // an INT8 block of tiny-llama
   m.prefix_queries = 100;
   m.prefix_hits = 64;
   m.preemptions = 4;
@@ -350,6 +351,8 @@ TEST(GenerationMetricsText, RendersFamilies) {
   for (const char* line :
        {"inferd_num_requests_running{model=\"tiny\"} 2\n",
         "inferd_kv_cache_usage_perc{model=\"tiny\"} 0.25\n",
+        "inferd_kv_cache_bytes{model=\"tiny\"} 110592\n",
+        "inferd_kv_cache_bytes_used{model=\"tiny\"} 27648\n",
         "inferd_prefix_cache_hits_total{model=\"tiny\"} 64\n",
         "inferd_num_preemptions_total{model=\"tiny\"} 4\n",
         "inferd_spec_decode_num_draft_tokens_total{model=\"tiny\"} 40\n",

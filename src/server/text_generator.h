@@ -57,6 +57,7 @@ struct GenerationMetrics {
   std::string model;
   int running = 0, waiting = 0;
   int64_t kv_blocks_used = 0, kv_blocks_total = 0;
+  int64_t kv_block_bytes = 0;  // bytes of one block (all layers, K and V, as stored; 0: unknown)
   int64_t prefix_queries = 0, prefix_hits = 0;  // tokens looked up / found in the prefix cache
   int64_t preemptions = 0, prompt_tokens = 0, generated_tokens = 0;
   int64_t requests_finished = 0;  // completed sequences (any finish reason)

@@ -70,6 +70,12 @@ Status SetParameter(const std::string& key, const std::string& v, GenerativeConf
     ASSIGN_OR_RETURN(c->num_threads, ParseInt(key, v, 0, 1024));
   } else if (key == "int8_weights") {
     ASSIGN_OR_RETURN(c->int8_weights, ParseBool(key, v));
+  } else if (key == "kv_cache_dtype") {
+    if (v != "float32" && v != "int8") {
+      return InvalidArgument(
+          "config.pbtxt: parameter 'kv_cache_dtype' must be float32 or int8 (got '{}')", v);
+    }
+    c->kv_cache_dtype = v;
   } else if (key == "enable_prefix_caching") {
     ASSIGN_OR_RETURN(c->enable_prefix_caching, ParseBool(key, v));
   } else if (key == "chunked_prefill") {
@@ -78,7 +84,7 @@ Status SetParameter(const std::string& key, const std::string& v, GenerativeConf
     return InvalidArgument(
         "config.pbtxt: unknown parameter '{}' for backend '{}' (known: "
         "kv_cache_bytes, block_size, max_num_batched_tokens, max_num_seqs, "
-        "max_context, num_threads, int8_weights, enable_prefix_caching, "
+        "max_context, num_threads, int8_weights, kv_cache_dtype, enable_prefix_caching, "
         "chunked_prefill)",
         key, kGenerativeBackend);
   }

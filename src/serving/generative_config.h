@@ -7,6 +7,7 @@
 //     backend: "inferd_generate"
 //     parameters { key: "kv_cache_bytes" value: { string_value: "64MiB" } }
 //     parameters { key: "max_num_seqs"   value: { string_value: "16" } }
+//     parameters { key: "kv_cache_dtype" value: { string_value: "int8" } }   # or "float32"
 //   DIR/tiny-llama/1/   model.onnx, config.json, tokenizer.model, [chat_template.json]
 //
 // The model files sit in the highest version folder, or in the model folder itself when it has
@@ -34,6 +35,9 @@ struct GenerativeConfig {
   int max_num_seqs = 64;                      // "max_num_seqs": sequences per step
   int max_context = 0;                        // "max_context": 0 = config.json's context
   bool int8_weights = false;                  // "int8_weights": dynamic-int8 MatMul weights
+  // "kv_cache_dtype": the KV pool's storage, "float32" or "int8" (INT8 codes with a scale per
+  // token and head: ~3.5x the blocks in the same kv_cache_bytes; generation/model_runner.h).
+  std::string kv_cache_dtype = "float32";
   bool enable_prefix_caching = true;          // "enable_prefix_caching"
   bool chunked_prefill = true;                // "chunked_prefill"
   int num_threads = 0;                        // "num_threads": 0 = the server's --threads

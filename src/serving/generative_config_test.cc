@@ -41,7 +41,8 @@ TEST_F(GenerativeConfigTest, ReadsParameters) {
   auto config = Parse("backend: \"inferd_generate\"\n" + Param("kv_cache_bytes", "64MiB") +
                       Param("block_size", "32") + Param("max_num_batched_tokens", "256") +
                       Param("max_num_seqs", "8") + Param("max_context", "512") +
-                      Param("int8_weights", "true") + Param("enable_prefix_caching", "false"));
+                      Param("int8_weights", "true") + Param("enable_prefix_caching", "false") +
+                      Param("kv_cache_dtype", "int8"));
   EXPECT_TRUE(IsGenerativeConfig(config));
   auto c = ReadGenerativeConfig(config, repo_ / "gen");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -51,6 +52,7 @@ TEST_F(GenerativeConfigTest, ReadsParameters) {
   EXPECT_EQ(c->max_num_seqs, 8);
   EXPECT_EQ(c->max_context, 512);
   EXPECT_TRUE(c->int8_weights);
+  EXPECT_EQ(c->kv_cache_dtype, "int8");
   EXPECT_FALSE(c->enable_prefix_caching);
   EXPECT_TRUE(c->chunked_prefill);
   EXPECT_EQ(c->model_dir, repo_ / "gen" / "1");
@@ -63,6 +65,8 @@ TEST_F(GenerativeConfigTest, RejectsBadParametersAndMissingFiles) {
                                                         {"block_size", "0"},
                                                         {"max_num_seqs", "-1"},
                                                         {"int8_weights", "yes"},
+                                                        {"kv_cache_dtype", "fp8"},
+                                                        {"kv_cache_dtype", "INT8"},
                                                         {"kv_cache", "1MiB"}}) {
     auto c = ReadGenerativeConfig(Parse(Param(key, value)), repo_ / "gen");
     ASSERT_FALSE(c.ok()) << key << "=" << value;

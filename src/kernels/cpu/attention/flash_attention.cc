@@ -27,6 +27,7 @@ constexpr int64_t kDirectRows = 4;
 typedef float V8 __attribute__((vector_size(32)));
 typedef float V8u __attribute__((vector_size(32), aligned(4), may_alias));
 typedef int32_t V8i __attribute__((vector_size(32)));
+typedef int8_t V8b __attribute__((vector_size(8), aligned(1), may_alias));
 
 inline V8 Load(const float* p) { return *reinterpret_cast<const V8u*>(p); }
 inline void Store(float* p, V8 v) { *reinterpret_cast<V8u*>(p) = v; }
@@ -149,6 +150,7 @@ struct Scratch {
   float *q, *kt, *vc, *s, *o, *m, *l;
   const float* key_rows[kChunk];
   const float* value_rows[kChunk];
+  std::vector<float> kd;  // an INT8 key chunk dequantized, [32][d] (KvRows::qdata)
 
   void Reserve(int64_t rows, int64_t d, int64_t dv8) {
     const int64_t n = rows * d + d * kChunk + kChunk * dv8 + rows * kChunk + rows * dv8 + 2 * rows;
@@ -199,14 +201,41 @@ void RowPointers(const KvRows& r, int64_t c0, int64_t n, const float** rows) {
   }
 }
 
+// INT8 rows [c0, c0+n) of r dequantized into dst (row k at dst + k·ld, columns dim..ld zero),
+// rows[k] pointing at them: the paged INT8 cache's read. 8 codes at a time when dim allows.
+void DequantizeRows(const KvRows& r, int64_t c0, int64_t n, int64_t dim, int64_t ld, float* dst,
+                    const float** rows) {
+  const int64_t dim8 = dim / 8 * 8;
+  for (int64_t k = 0; k < n; ++k) {
+    const int8_t* src = r.qdata + r.Offset(c0 + k);
+    const float scale = r.scales[r.ScaleIndex(c0 + k)];
+    float* out = dst + k * ld;
+    for (int64_t x = 0; x < dim8; x += 8) {
+      Store(out + x, __builtin_convertvector(*reinterpret_cast<const V8b*>(src + x), V8) * scale);
+    }
+    for (int64_t x = dim8; x < dim; ++x) out[x] = static_cast<float>(src[x]) * scale;
+    std::fill(out + dim, out + ld, 0.f);
+    rows[k] = out;
+  }
+}
+
 // Finds the K/V rows of keys [c0, c0+nk). Unless `direct`, copies the keys transposed into kt
 // ([d][32], zero past nk). Value rows are used in place when value_dim is a multiple of 8, else
 // copied into vc with zero-padded columns.
 void GatherChunk(const AttentionTile& t, int64_t c0, int64_t nk, int64_t dv8, bool direct,
                  Scratch& w) {
   const int64_t d = t.head_dim, dv = t.value_dim;
-  RowPointers(t.key, c0, nk, w.key_rows);
-  RowPointers(t.value, c0, nk, w.value_rows);
+  if (t.key.qdata != nullptr) {
+    if (w.kd.size() < static_cast<size_t>(kChunk * d)) w.kd.resize(kChunk * d);
+    DequantizeRows(t.key, c0, nk, d, d, w.kd.data(), w.key_rows);
+  } else {
+    RowPointers(t.key, c0, nk, w.key_rows);
+  }
+  if (t.value.qdata != nullptr) {
+    DequantizeRows(t.value, c0, nk, dv, dv8, w.vc, w.value_rows);  // padded: no copy below
+  } else {
+    RowPointers(t.value, c0, nk, w.value_rows);
+  }
   if (!direct) {
     if (nk < kChunk) {
       for (int64_t x = 0; x < d; ++x) {
@@ -221,7 +250,7 @@ void GatherChunk(const AttentionTile& t, int64_t c0, int64_t nk, int64_t dv8, bo
       for (int64_t x = 0; x < d; ++x) w.kt[x * kChunk + k] = w.key_rows[k][x];
     }
   }
-  if (dv != dv8) {
+  if (dv != dv8 && t.value.qdata == nullptr) {
     for (int64_t k = 0; k < nk; ++k) {
       float* vd = w.vc + k * dv8;
       std::memcpy(vd, w.value_rows[k], dv * sizeof(float));
@@ -370,9 +399,8 @@ void ReferenceAttention(const AttentionTile& t) {
       s.assign(n, 0.0);
       double mx = -std::numeric_limits<double>::infinity();
       for (int64_t k = 0; k < n; ++k) {
-        const float* kr = t.key.Row(k);
         double dot = 0;
-        for (int64_t x = 0; x < t.head_dim; ++x) dot += double{q[x]} * kr[x];
+        for (int64_t x = 0; x < t.head_dim; ++x) dot += double{q[x]} * t.key.At(k, x);
         s[k] = dot * t.scale;
         if (t.mask != nullptr) {
           s[k] += t.mask[h * t.mask_head_stride + j * t.mask_row_stride + k * t.mask_key_stride];
@@ -383,7 +411,7 @@ void ReferenceAttention(const AttentionTile& t) {
       for (int64_t k = 0; k < n; ++k) sum += s[k] = std::isinf(mx) ? 0.0 : std::exp(s[k] - mx);
       for (int64_t c = 0; c < t.value_dim; ++c) {
         double acc = 0;
-        for (int64_t k = 0; k < n; ++k) acc += s[k] * t.value.Row(k)[c];
+        for (int64_t k = 0; k < n; ++k) acc += s[k] * t.value.At(k, c);
         out[c] = static_cast<float>(sum > 0 ? acc / sum : 0.0);
       }
     }

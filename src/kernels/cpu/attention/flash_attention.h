@@ -28,10 +28,27 @@ struct KvRows {
   const int64_t* block_table = nullptr;  // nullptr: dense; else physical block of logical block b
   int64_t block_size = 0;                // rows per block (paged)
   int64_t block_stride = 0;              // elements between consecutive physical blocks (paged)
+  // INT8 rows (the paged INT8 KV cache, kv_cache_dtype "int8"): when qdata is set, data is unused
+  // and element x of row pos is qdata[Offset(pos) + x] · scales[ScaleIndex(pos)]: codes laid out
+  // as data would be, one float scale per row, consecutive within a block, scale_block_stride
+  // apart between physical blocks. FlashAttention dequantizes a chunk's rows into its scratch.
+  const int8_t* qdata = nullptr;
+  const float* scales = nullptr;
+  int64_t scale_block_stride = 0;
 
-  const float* Row(int64_t pos) const {
-    if (block_table == nullptr) return data + pos * row_stride;
-    return data + block_table[pos / block_size] * block_stride + (pos % block_size) * row_stride;
+  int64_t Offset(int64_t pos) const {
+    if (block_table == nullptr) return pos * row_stride;
+    return block_table[pos / block_size] * block_stride + (pos % block_size) * row_stride;
+  }
+  int64_t ScaleIndex(int64_t pos) const {
+    if (block_table == nullptr) return pos;
+    return block_table[pos / block_size] * scale_block_stride + pos % block_size;
+  }
+  const float* Row(int64_t pos) const { return data + Offset(pos); }  // float rows only
+  // Element x of row pos, float or INT8 (the reference's accessor).
+  float At(int64_t pos, int64_t x) const {
+    if (qdata == nullptr) return Row(pos)[x];
+    return static_cast<float>(qdata[Offset(pos) + x]) * scales[ScaleIndex(pos)];
   }
 };
 

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -37,13 +38,24 @@ AttentionTile MakeTile(const PagedAttentionArgs& a, const WorkItem& w, float* ou
   tile.num_rows = w.j1 - w.j0;
   tile.head_dim = tile.value_dim = d;
   tile.scale = a.scale;
-  tile.key.data = a.key_cache + w.kv_head * a.block_size * d;
+  const int64_t head_offset = w.kv_head * a.block_size * d;
   tile.key.row_stride = d;
   tile.key.block_table = a.block_tables + w.seq * a.max_blocks_per_seq;
   tile.key.block_size = a.block_size;
   tile.key.block_stride = a.num_kv_heads * a.block_size * d;
   tile.value = tile.key;
-  tile.value.data = a.value_cache + w.kv_head * a.block_size * d;
+  if (a.int8_cache()) {
+    const int64_t scale_offset = w.kv_head * a.block_size;
+    tile.key.qdata = a.key_cache_i8 + head_offset;
+    tile.key.scales = a.key_scales + scale_offset;
+    tile.key.scale_block_stride = a.num_kv_heads * a.block_size;
+    tile.value.qdata = a.value_cache_i8 + head_offset;
+    tile.value.scales = a.value_scales + scale_offset;
+    tile.value.scale_block_stride = tile.key.scale_block_stride;
+  } else {
+    tile.key.data = a.key_cache + head_offset;
+    tile.value.data = a.value_cache + head_offset;
+  }
   tile.num_keys = a.context_lens[w.seq];
   tile.causal_offset = tile.num_keys - n + w.j0;
   return tile;
@@ -73,16 +85,35 @@ void WriteCache(const PagedAttentionArgs& a) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t block = a.slot_mapping[t] / bs, offset = a.slot_mapping[t] % bs;
       for (int64_t g = 0; g < a.num_kv_heads; ++g) {
-        const int64_t dst = ((block * a.num_kv_heads + g) * bs + offset) * d;
+        const int64_t row = (block * a.num_kv_heads + g) * bs + offset;  // scale index
+        const int64_t dst = row * d;
         const int64_t src = (g * a.num_tokens + t) * d;
-        std::memcpy(a.key_cache + dst, a.key + src, d * sizeof(float));
-        std::memcpy(a.value_cache + dst, a.value + src, d * sizeof(float));
+        if (a.int8_cache()) {
+          QuantizeKvRow(a.key + src, d, a.key_cache_i8 + dst, a.key_scales + row);
+          QuantizeKvRow(a.value + src, d, a.value_cache_i8 + dst, a.value_scales + row);
+        } else {
+          std::memcpy(a.key_cache + dst, a.key + src, d * sizeof(float));
+          std::memcpy(a.value_cache + dst, a.value + src, d * sizeof(float));
+        }
       }
     }
   });
 }
 
 }  // namespace
+
+void QuantizeKvRow(const float* x, int64_t n, int8_t* q, float* scale) {
+  float amax = 0.f;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isfinite(x[i])) amax = std::max(amax, std::fabs(x[i]));
+  }
+  const float s = amax / 127.f, inv = s > 0.f ? 1.f / s : 0.f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float r = std::isfinite(x[i]) ? std::clamp(x[i] * inv, -127.f, 127.f) : 0.f;
+    q[i] = static_cast<int8_t>(std::nearbyint(r));
+  }
+  *scale = s;
+}
 
 Status CheckPagedAttentionArgs(const PagedAttentionArgs& a) {
   if (a.num_heads <= 0 || a.num_kv_heads <= 0 || a.num_heads % a.num_kv_heads != 0) {

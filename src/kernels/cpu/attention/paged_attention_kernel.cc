@@ -1,6 +1,8 @@
 // The ai.inferd.PagedAttention kernel: shape and index checks, then paged_attention.h's
 // PagedAttention. Inputs 3 and 4 (the caches) are views onto the model runner's KV pool and are
-// written in place (the contract of the op: GEN.md section 2, docs/optimizer.md).
+// written in place (the contract of the op: GEN.md section 2, docs/optimizer.md). With INT8
+// caches (int8 inputs 3 and 4), inputs 9 and 10 are their scales (paged_attention.h), also
+// written in place.
 #include <cmath>
 
 #include "kernels/cpu/attention/paged_attention.h"
@@ -15,6 +17,7 @@ constexpr const char* kInputNames[] = {"query",       "key",          "value",
                                        "key_cache",   "value_cache",  "slot_mapping",
                                        "query_start", "context_lens", "block_tables"};
 constexpr int kRanks[] = {4, 4, 4, 4, 4, 1, 1, 1, 2};
+constexpr const char* kScaleNames[] = {"key_scales", "value_scales"};
 
 class PagedAttentionKernel final : public OpKernel {
  public:
@@ -33,12 +36,16 @@ class PagedAttentionKernel final : public OpKernel {
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* in[9];
+    // INT8 caches when key_cache is int8 (then value_cache too, and the scales follow).
+    const bool int8 = ctx.Input(3) != nullptr && ctx.Input(3)->dtype() == DataType::kInt8;
     for (int i = 0; i < 9; ++i) {
       in[i] = ctx.Input(i);
       if (in[i] == nullptr) {
         return InvalidArgument("{}: input {} ({}) is required", node.Describe(), i, kInputNames[i]);
       }
-      const DataType want = i < 5 ? DataType::kFloat32 : DataType::kInt64;
+      const DataType want = i >= 5                        ? DataType::kInt64
+                            : int8 && (i == 3 || i == 4) ? DataType::kInt8
+                                                         : DataType::kFloat32;
       if (in[i]->dtype() != want || in[i]->rank() != kRanks[i]) {
         return InvalidArgument("{}: {} must be a rank-{} {} tensor, got {} {}", node.Describe(),
                                kInputNames[i], kRanks[i], DataTypeName(want),
@@ -47,6 +54,7 @@ class PagedAttentionKernel final : public OpKernel {
     }
     PagedAttentionArgs args;
     RETURN_IF_ERROR(Describe(node, in, &args));
+    if (int8) RETURN_IF_ERROR(DescribeScales(ctx, *in[3], &args));
     RETURN_IF_ERROR(CheckPagedAttentionArgs(args));
     Tensor* out = ctx.AllocateOutputUninitialized(
         0, DataType::kFloat32, {1, args.num_heads, args.num_tokens, args.head_dim});
@@ -82,8 +90,10 @@ class PagedAttentionKernel final : public OpKernel {
     a->key = k.data<float>();
     a->value = v.data<float>();
     // The caches are the runner's pool, handed in as views: the op's contract is to write them.
-    a->key_cache = const_cast<float*>(kc.data<float>());
-    a->value_cache = const_cast<float*>(vc.data<float>());
+    if (kc.dtype() == DataType::kFloat32) {
+      a->key_cache = const_cast<float*>(kc.data<float>());
+      a->value_cache = const_cast<float*>(vc.data<float>());
+    }
     a->slot_mapping = in[5]->data<int64_t>();
     a->query_start = in[6]->data<int64_t>();
     a->context_lens = in[7]->data<int64_t>();
@@ -98,6 +108,30 @@ class PagedAttentionKernel final : public OpKernel {
     a->max_blocks_per_seq = in[8]->dim(1);
     a->scale =
         scale_ != 0.f ? scale_ : 1.f / std::sqrt(static_cast<float>(std::max<int64_t>(d, 1)));
+    return Status::Ok();
+  }
+
+  // The INT8 caches' scale inputs 9 and 10: float32 [num_blocks, Hkv, block_size] each.
+  static Status DescribeScales(KernelContext& ctx, const Tensor& cache, PagedAttentionArgs* a) {
+    const Shape want = {cache.dim(0), cache.dim(1), cache.dim(2)};
+    float* scales[2];
+    for (int i = 0; i < 2; ++i) {
+      const Tensor* t = ctx.Input(9 + i);
+      if (t == nullptr || t->dtype() != DataType::kFloat32 || t->shape() != want) {
+        return InvalidArgument(
+            "{}: int8 caches need input {} ({}), float32 {}, got {}", ctx.node().Describe(), 9 + i,
+            kScaleNames[i], ShapeToString(want),
+            t == nullptr ? std::string("none")
+                         : fmt::format("{} {}", DataTypeName(t->dtype()), ShapeToString(t->shape())));
+      }
+      // Views onto the runner's pool, written in place like the caches.
+      scales[i] = const_cast<float*>(t->data<float>());
+    }
+    a->key_cache_i8 = const_cast<int8_t*>(ctx.Input(3)->data<int8_t>());
+    a->value_cache_i8 = const_cast<int8_t*>(ctx.Input(4)->data<int8_t>());
+    a->key_cache = a->value_cache = nullptr;
+    a->key_scales = scales[0];
+    a->value_scales = scales[1];
     return Status::Ok();
   }
 

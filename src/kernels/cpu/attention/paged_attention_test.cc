@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 #include "kernels/cpu/attention/flash_attention.h"
 #include "session/test_util.h"
@@ -275,6 +276,156 @@ TEST(PagedAttention, BadInputsGiveErrors) {
   ExpectBad(with(8, table), "block_tables[0][1]");
   table.data<int64_t>()[1] = c.num_blocks;
   ExpectBad(with(8, table), "block_tables[0][1]");
+}
+
+// The INT8 cache form of a Case: every row of its float caches quantized per (token, head)
+// (QuantizeKvRow), and the op's inputs with those caches and their scales (inputs 9, 10).
+struct Int8Caches {
+  Tensor key, value, key_scales, value_scales;
+};
+
+Int8Caches Quantize(const Case& c) {
+  const Shape codes = c.key_cache.shape(), scales = {c.num_blocks, c.hkv, c.bs};
+  Int8Caches q{Tensor::Allocate(DataType::kInt8, codes), Tensor::Allocate(DataType::kInt8, codes),
+               Tensor::Allocate(DataType::kFloat32, scales),
+               Tensor::Allocate(DataType::kFloat32, scales)};
+  for (int64_t r = 0; r < c.num_blocks * c.hkv * c.bs; ++r) {
+    QuantizeKvRow(c.key_cache.data<float>() + r * c.d, c.d, q.key.data<int8_t>() + r * c.d,
+                  q.key_scales.data<float>() + r);
+    QuantizeKvRow(c.value_cache.data<float>() + r * c.d, c.d, q.value.data<int8_t>() + r * c.d,
+                  q.value_scales.data<float>() + r);
+  }
+  return q;
+}
+
+std::vector<Tensor> Int8Inputs(const Case& c, const Int8Caches& q) {
+  std::vector<Tensor> in = c.Inputs();
+  in[3] = q.key;
+  in[4] = q.value;
+  in.push_back(q.key_scales);
+  in.push_back(q.value_scales);
+  return in;
+}
+
+TEST(PagedAttentionInt8, QuantizeKvRow) {
+  const float x[5] = {0.5f, -1.27f, 0.01f, 1.27f, -0.005f};
+  int8_t q[5];
+  float scale = -1;
+  QuantizeKvRow(x, 5, q, &scale);
+  EXPECT_FLOAT_EQ(scale, 0.01f);
+  EXPECT_EQ(std::vector<int>(q, q + 5), (std::vector<int>{50, -127, 1, 127, 0}));  // -0.5 → 0
+  const float zero[3] = {0, 0, 0};
+  QuantizeKvRow(zero, 3, q, &scale);
+  EXPECT_EQ(scale, 0.f);
+  EXPECT_EQ(std::vector<int>(q, q + 3), (std::vector<int>{0, 0, 0}));
+  const float odd[3] = {NAN, 2.54f, INFINITY};  // non-finite: code 0, scale from the rest
+  QuantizeKvRow(odd, 3, q, &scale);
+  EXPECT_FLOAT_EQ(scale, 0.02f);
+  EXPECT_EQ(std::vector<int>(q, q + 3), (std::vector<int>{0, 127, 0}));
+}
+
+// The INT8 cache against the float path over the same K/V. Two bounds:
+//  - against PagedAttentionReference on the same INT8 caches (attention over the dequantized
+//    rows, in double): the kernel's arithmetic on INT8 caches is as exact as on float ones;
+//  - against the float reference of the unquantized K/V: each element is off by at most
+//    max|row| / 254 = 1/254 here (values in [-1, 1]), so a score q·k·scale moves by at most
+//    sqrt(d)/254 · max|q| ≈ 0.022 (d = 32) in the worst case and, with random signs, ~0.004; an
+//    output, a convex mix of V rows (each within 1/254), moves by ≲ 1/254 + the probabilities'
+//    shift. 1e-2 is ~2.5x the typical error and fails on a broken read (errors of order 1).
+TEST(PagedAttentionInt8, MatchesFloatWithinQuantizationError) {
+  for (int64_t d : {32, 64, 20}) {
+    for (int64_t bs : {1, 16}) {
+      SCOPED_TRACE("head_dim " + std::to_string(d) + " block " + std::to_string(bs));
+      Case c = MakeCase(4, 2, d, bs, MixedStep());
+      const float scale = 1.f / std::sqrt(static_cast<float>(d));
+      const Tensor want = Reference(c, scale);
+      Int8Caches q = Quantize(c);
+      auto out = RunNode("PagedAttention", {}, Int8Inputs(c, q), 1, 17, {}, "ai.inferd");
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      ExpectTensorNear((*out)[0], want, 0, 1e-2);
+      double max_err = 0;
+      for (int64_t i = 0; i < want.NumElements(); ++i) {
+        max_err = std::max<double>(max_err, std::fabs((*out)[0].data<float>()[i] -
+                                                      want.data<float>()[i]));
+      }
+      EXPECT_GT(max_err, 0.0);  // the INT8 path really ran (float would be exact to ~1e-6)
+
+      // The same INT8 caches through the reference (a second quantization of the step's K/V
+      // writes the same codes).
+      Int8Caches q2 = Quantize(c);
+      PagedAttentionArgs a;
+      a.query = c.q.data<float>();
+      a.key = c.k.data<float>();
+      a.value = c.v.data<float>();
+      a.key_cache_i8 = q2.key.data<int8_t>();
+      a.value_cache_i8 = q2.value.data<int8_t>();
+      a.key_scales = q2.key_scales.data<float>();
+      a.value_scales = q2.value_scales.data<float>();
+      a.slot_mapping = c.slots.data<int64_t>();
+      a.query_start = c.starts.data<int64_t>();
+      a.context_lens = c.lens.data<int64_t>();
+      a.block_tables = c.tables.data<int64_t>();
+      a.num_heads = c.h;
+      a.num_kv_heads = c.hkv;
+      a.head_dim = d;
+      a.num_tokens = c.q.dim(2);
+      a.num_seqs = static_cast<int64_t>(c.seqs.size());
+      a.num_blocks = c.num_blocks;
+      a.block_size = bs;
+      a.max_blocks_per_seq = c.max_blocks;
+      a.scale = scale;
+      ASSERT_TRUE(CheckPagedAttentionArgs(a).ok());
+      Tensor ref = Tensor::Allocate(DataType::kFloat32, c.q.shape());
+      PagedAttentionReference(a, ref.data<float>());
+      ExpectTensorNear((*out)[0], ref, 1e-5, 2e-6);
+    }
+  }
+}
+
+TEST(PagedAttentionInt8, WritesQuantizedKeysAndValuesAtTheirSlots) {
+  Case c = MakeCase(4, 2, 16, 8, {{5, 6}, {10, 1}});
+  Int8Caches q = Quantize(c);
+  const Tensor before = q.key.Clone();
+  ASSERT_TRUE(RunNode("PagedAttention", {}, Int8Inputs(c, q), 1, 17, {}, "ai.inferd").ok());
+  const int64_t t = c.q.dim(2);
+  std::vector<bool> written(c.num_blocks * c.bs, false);
+  for (int64_t i = 0; i < t; ++i) {
+    const int64_t slot = c.slots.data<int64_t>()[i];
+    written[slot] = true;
+    for (int64_t g = 0; g < c.hkv; ++g) {
+      const int64_t row = (slot / c.bs * c.hkv + g) * c.bs + slot % c.bs;
+      for (const auto& [codes, scales, src] :
+           {std::tuple{&q.key, &q.key_scales, &c.k}, std::tuple{&q.value, &q.value_scales, &c.v}}) {
+        const float* x = src->data<float>() + (g * t + i) * c.d;
+        float amax = 0;
+        for (int64_t e = 0; e < c.d; ++e) amax = std::max(amax, std::fabs(x[e]));
+        const float s = scales->data<float>()[row];
+        EXPECT_FLOAT_EQ(s, amax / 127.f);
+        for (int64_t e = 0; e < c.d; ++e) {
+          EXPECT_NEAR(codes->data<int8_t>()[row * c.d + e] * s, x[e], s / 2 * 1.001f);
+        }
+      }
+    }
+  }
+  for (int64_t slot = 0; slot < c.num_blocks * c.bs; ++slot) {
+    if (written[slot]) continue;
+    const int64_t at = (slot / c.bs * c.hkv * c.bs + slot % c.bs) * c.d;
+    ASSERT_EQ(q.key.data<int8_t>()[at], before.data<int8_t>()[at]) << "slot " << slot;
+  }
+}
+
+TEST(PagedAttentionInt8, BadScalesGiveErrors) {
+  const Case c = MakeCase(4, 2, 16, 8, {{5, 6}, {10, 1}});
+  const Int8Caches q = Quantize(c);
+  std::vector<Tensor> in = Int8Inputs(c, q);
+  in.pop_back();
+  ExpectBad(in, "value_scales");
+  in = Int8Inputs(c, q);
+  in[9] = RandomFloat({c.num_blocks, c.hkv, c.bs + 1});
+  ExpectBad(in, "key_scales");
+  in = Int8Inputs(c, q);
+  in[4] = c.value_cache;  // int8 keys with float values
+  ExpectBad(in, "value_cache must be a rank-4 int8");
 }
 
 // The dense form (encoder attention): non-causal, an additive mask, value_dim != head_dim.
