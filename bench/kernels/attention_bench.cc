@@ -175,6 +175,36 @@ void EncoderDense(benchmark::State& state) {
   });
 }
 
+// EncoderDense without the next-head prefetch hint (DenseAttention per head, heads split over the
+// threads as MultiHeadAttention does when there are enough of them): what the hint buys.
+void EncoderDenseNoPrefetch(benchmark::State& state) {
+  Encoder e(state.range(0), state.range(1));
+  omp_set_num_threads(static_cast<int>(state.range(2)));
+  const int64_t tokens = e.seq * Encoder::kHidden;
+  RunFlops(state, e.Flops(), [&] {
+#pragma omp parallel for schedule(static)
+    for (int64_t w = 0; w < e.batch * Encoder::kHeads; ++w) {
+      const int64_t b = w / Encoder::kHeads, h = w % Encoder::kHeads;
+      DenseAttentionHead head;
+      head.q = e.q.data() + b * tokens + h * Encoder::kDim;
+      head.q_row_stride = Encoder::kHidden;
+      head.key = e.k.data() + b * tokens + h * Encoder::kDim;
+      head.key_row_stride = Encoder::kHidden;
+      head.value = e.v.data() + b * tokens + h * Encoder::kDim;
+      head.value_row_stride = Encoder::kHidden;
+      head.out = e.y.data() + b * tokens + h * Encoder::kDim;
+      head.out_row_stride = Encoder::kHidden;
+      head.num_rows = head.num_keys = e.seq;
+      head.head_dim = head.value_dim = Encoder::kDim;
+      head.scale = 0.125f;
+      head.mask = e.mask.data() + b * e.seq;
+      head.mask_key_stride = 1;
+      DenseAttention(head);
+    }
+    benchmark::DoNotOptimize(e.y.data());
+  });
+}
+
 void EncoderFlash(benchmark::State& state) {
   Encoder e(state.range(0), state.range(1));
   omp_set_num_threads(static_cast<int>(state.range(2)));
@@ -241,6 +271,7 @@ void EncoderSgemm(benchmark::State& state) {
       ->UseRealTime()
 
 ENCODER_CASES(EncoderDense);
+ENCODER_CASES(EncoderDenseNoPrefetch);
 ENCODER_CASES(EncoderFlash);
 ENCODER_CASES(EncoderSgemm);
 

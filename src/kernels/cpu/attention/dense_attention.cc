@@ -90,12 +90,60 @@ INFERD_AVX2 void Tile(const float* a, int64_t lda, int64_t depth, const float* b
   }
 }
 
+// Brings the rows of the head a thread computes next (its Q, K, V and output rows) into L2 a few
+// cache lines at a time while the current head computes, so that head's packing, query copies and
+// stores do not wait on memory (at batch 16 the heads' inputs, 24 MB, do not stay in cache).
+class Prefetcher {
+ public:
+  explicit Prefetcher(const DenseAttentionHead* next) {
+    if (next == nullptr) return;
+    const int64_t d = next->head_dim * 4, dv = next->value_dim * 4;
+    Add(next->q, next->q_row_stride, next->num_rows, d);
+    Add(next->key, next->key_row_stride, next->num_keys, d);
+    Add(next->value, next->value_row_stride, next->num_keys, dv);
+    Add(next->out, next->out_row_stride, next->num_rows, dv);
+  }
+  // Spreads the lines over `steps` calls of Step().
+  void Pace(int64_t steps) { per_step_ = (lines_ + steps - 1) / std::max<int64_t>(steps, 1); }
+
+  // The next lines of this step's share (none once all are issued).
+  INFERD_AVX2 void Step() {
+    int64_t n = per_step_;
+    for (; n > 0 && seg_ < count_; --n) {
+      const Segment& g = segs_[seg_];
+      const char* row = g.base + row_ * g.stride;
+      _mm_prefetch(row + line_ * 64, _MM_HINT_T1);
+      if (++line_ * 64 >= g.bytes + 63) {
+        line_ = 0;
+        if (++row_ == g.rows) {
+          row_ = 0;
+          ++seg_;
+        }
+      }
+    }
+  }
+
+ private:
+  struct Segment {
+    const char* base;
+    int64_t stride, rows, bytes;  // bytes: per row
+  };
+  void Add(const float* base, int64_t row_stride, int64_t rows, int64_t bytes) {
+    segs_[count_++] = {reinterpret_cast<const char*>(base), row_stride * 4, rows, bytes};
+    lines_ += rows * ((bytes + 63) / 64 + 1);
+  }
+  Segment segs_[4];
+  int count_ = 0, seg_ = 0;
+  int64_t row_ = 0, line_ = 0, lines_ = 0, per_step_ = 0;
+};
+
 // Rows [0, m) of a times one panel, in balanced tiles of at most 6 rows (so 4..6 rows each once
-// m >= 4: enough independent accumulators to hide the FMA latency).
+// m >= 4: enough independent accumulators to hide the FMA latency); a prefetch step per tile.
 INFERD_AVX2 void TileRows(const float* a, int64_t lda, int64_t m, int64_t depth, const float* b,
-                          float* c, int64_t ldc, bool accumulate) {
+                          float* c, int64_t ldc, bool accumulate, Prefetcher* next = nullptr) {
   const int64_t count = (m + kMaxRows - 1) / kMaxRows;
   for (int64_t i = 0; i < count; ++i) {
+    if (next != nullptr) next->Step();
     const int64_t r0 = m * i / count, mr = m * (i + 1) / count - r0;
     const float* ar = a + r0 * lda;
     float* cr = c + r0 * ldc;
@@ -292,63 +340,16 @@ INFERD_AVX2 void SoftmaxRow(float* s, int64_t n, const float* mask, float* m, fl
   *l += HorizontalSum(sum);
 }
 
-// Brings the rows of the head a thread computes next (its Q, K, V and output rows) into L2 a few
-// cache lines at a time while the current head computes, so that head's packing, query copies and
-// stores do not wait on memory (at batch 16 the heads' inputs, 24 MB, do not stay in cache).
-class Prefetcher {
- public:
-  explicit Prefetcher(const DenseAttentionHead* next) {
-    if (next == nullptr) return;
-    const int64_t d = next->head_dim * 4, dv = next->value_dim * 4;
-    Add(next->q, next->q_row_stride, next->num_rows, d);
-    Add(next->key, next->key_row_stride, next->num_keys, d);
-    Add(next->value, next->value_row_stride, next->num_keys, dv);
-    Add(next->out, next->out_row_stride, next->num_rows, dv);
-  }
-  // Lines in all (an upper bound: a row that straddles one more line counts it).
-  int64_t lines() const { return lines_; }
-
-  // The next n lines (none once all are issued).
-  INFERD_AVX2 void Issue(int64_t n) {
-    for (; n > 0 && seg_ < count_; --n) {
-      const Segment& g = segs_[seg_];
-      const char* row = g.base + row_ * g.stride;
-      _mm_prefetch(row + line_ * 64, _MM_HINT_T1);
-      if (++line_ * 64 >= g.bytes + 63) {
-        line_ = 0;
-        if (++row_ == g.rows) {
-          row_ = 0;
-          ++seg_;
-        }
-      }
-    }
-  }
-
- private:
-  struct Segment {
-    const char* base;
-    int64_t stride, rows, bytes;  // bytes: per row
-  };
-  void Add(const float* base, int64_t row_stride, int64_t rows, int64_t bytes) {
-    segs_[count_++] = {reinterpret_cast<const char*>(base), row_stride * 4, rows, bytes};
-    lines_ += rows * ((bytes + 63) / 64 + 1);
-  }
-  Segment segs_[4];
-  int count_ = 0, seg_ = 0;
-  int64_t row_ = 0, line_ = 0, lines_ = 0;
-};
-
 // Keys [c0, c0 + nk) for rows [r0, r0 + rows) of the tile in w (scaled queries in w.q, running
 // state in w.o/m/l): scores, softmax, then O += P·V.
 INFERD_AVX2 void KeyBlock(const DenseAttentionHead& h, int64_t r0, int64_t rows, int64_t c0,
-                          int64_t nk, Scratch& w, Prefetcher& next, int64_t lines_per_panel) {
+                          int64_t nk, Scratch& w, Prefetcher& next) {
   const int64_t d = h.head_dim, nkp = RoundUp(nk, kPanel), dvp = RoundUp(h.value_dim, kPanel);
   const int64_t lds = ScoreStride(nk);
   float* s = w.s.data();
   for (int64_t p = 0; p < nkp / kPanel; ++p) {
-    next.Issue(lines_per_panel);
     TileRows(w.q.data(), d, rows, d, w.kt.data() + (c0 / kPanel + p) * d * kPanel, s + p * kPanel,
-             lds, false);
+             lds, false, &next);
   }
   for (int64_t i = 0; i < rows; ++i) {
     float* si = s + i * lds;
@@ -373,7 +374,7 @@ INFERD_AVX2 void KeyBlock(const DenseAttentionHead& h, int64_t r0, int64_t rows,
 
 // Rows [r0, r0 + rows) of the head (rows <= kTileRows).
 INFERD_AVX2 void RowTile(const DenseAttentionHead& h, int64_t r0, int64_t rows, Scratch& w,
-                         Prefetcher& next, int64_t lines_per_panel) {
+                         Prefetcher& next) {
   const int64_t d = h.head_dim, dv = h.value_dim, dvp = RoundUp(dv, kPanel);
   for (int64_t i = 0; i < rows; ++i) {
     const float* src = h.q + (r0 + i) * h.q_row_stride;
@@ -383,7 +384,7 @@ INFERD_AVX2 void RowTile(const DenseAttentionHead& h, int64_t r0, int64_t rows, 
   std::fill(w.m.begin(), w.m.begin() + rows, -std::numeric_limits<float>::infinity());
   std::fill(w.l.begin(), w.l.begin() + rows, 0.f);
   for (int64_t c0 = 0; c0 < h.num_keys; c0 += kKeyBlock) {
-    KeyBlock(h, r0, rows, c0, std::min(kKeyBlock, h.num_keys - c0), w, next, lines_per_panel);
+    KeyBlock(h, r0, rows, c0, std::min(kKeyBlock, h.num_keys - c0), w, next);
   }
   for (int64_t i = 0; i < rows; ++i) {
     float* dst = h.out + (r0 + i) * h.out_row_stride;
@@ -409,13 +410,14 @@ INFERD_AVX2 void VectorizedAttention(const DenseAttentionHead& h, const DenseAtt
   grow(w.l, kTileRows);
   PackKeys(h, w.kt.data());
   PackValues(h, w.vp.data());
-  // The next head's lines spread over every key panel of every row tile.
+  // The next head's lines spread over the register tiles of Q·Kᵀ (about one per 6 x 16 tile).
   Prefetcher prefetcher(next);
-  const int64_t steps = (h.num_rows + kTileRows - 1) / kTileRows * (RoundUp(nk, kPanel) / kPanel);
-  const int64_t lines_per_panel = (prefetcher.lines() + steps - 1) / steps;
+  prefetcher.Pace(
+      ((h.num_rows + kTileRows - 1) / kTileRows + (h.num_rows + kMaxRows - 1) / kMaxRows) *
+      (RoundUp(nk, kPanel) / kPanel));
   // Tiles of kTileRows (whole 6-row register tiles), the last one what remains.
   for (int64_t r0 = 0; r0 < h.num_rows; r0 += kTileRows) {
-    RowTile(h, r0, std::min(kTileRows, h.num_rows - r0), w, prefetcher, lines_per_panel);
+    RowTile(h, r0, std::min(kTileRows, h.num_rows - r0), w, prefetcher);
   }
 }
 
