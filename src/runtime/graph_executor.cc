@@ -29,6 +29,27 @@ std::vector<std::string> CapturedValues(const Node& node) {
   return names;
 }
 
+// The profiled cost of a step (node_cost.h) from the tensors it read and wrote.
+NodeCost StepCost(const Node& node, std::span<const Tensor* const> inputs,
+                  std::span<const Tensor> outputs) {
+  std::vector<TensorDims> in(inputs.size()), out(outputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i] == nullptr) {
+      in[i].present = false;
+    } else {
+      in[i] = {inputs[i]->dtype(), inputs[i]->shape(), true};
+    }
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i].defined()) {
+      out[i].present = false;
+    } else {
+      out[i] = {outputs[i].dtype(), outputs[i].shape(), true};
+    }
+  }
+  return EstimateNodeCost(node, in, out);
+}
+
 }  // namespace
 
 class GraphExecutor::Frame final : public ExecutionFrame {
@@ -140,7 +161,7 @@ StatusOr<std::shared_ptr<GraphExecutor>> GraphExecutor::Create(
   ex->PlanLifetimes();
   {
     MutexLock lock(&ex->profile_mu_);  // not shared yet: for the analysis only
-    ex->profile_.assign(ex->steps_.size(), {0, 0});
+    ex->profile_.assign(ex->steps_.size(), StepProfile{});
   }
   return ex;
 }
@@ -271,14 +292,15 @@ Status GraphExecutor::RunSteps(std::span<const Tensor> inputs, std::vector<Tenso
   RunMemory memory = BeginMemory(inputs, context, &frame);
   const bool profiling = profiling_.load(std::memory_order_relaxed);
   std::vector<int64_t> step_ns(profiling ? steps_.size() : 0, 0);
+  std::vector<NodeCost> step_cost(profiling ? steps_.size() : 0);
   std::vector<const Tensor*> in_ptrs;
   std::vector<Tensor> out_vals;
   for (size_t s = 0; s < steps_.size(); ++s) {
-    RETURN_IF_ERROR(
-        RunStep(s, memory, &frame, profiling ? &step_ns[s] : nullptr, in_ptrs, out_vals));
+    RETURN_IF_ERROR(RunStep(s, memory, &frame, profiling ? &step_ns[s] : nullptr,
+                            profiling ? &step_cost[s] : nullptr, in_ptrs, out_vals));
   }
   RETURN_IF_ERROR(CollectOutputs(frame, outputs));
-  if (profiling) AddProfile(step_ns);
+  if (profiling) AddProfile(step_ns, step_cost);
   if (memory.recorder != nullptr) FinishRecording(memory, context);
   return Status::Ok();
 }
@@ -330,7 +352,7 @@ GraphExecutor::RunMemory GraphExecutor::BeginMemory(std::span<const Tensor> inpu
 }
 
 Status GraphExecutor::RunStep(size_t s, const RunMemory& memory, Frame* frame, int64_t* ns,
-                              std::vector<const Tensor*>& in_ptrs,
+                              NodeCost* cost, std::vector<const Tensor*>& in_ptrs,
                               std::vector<Tensor>& out_vals) const {
   const Step& step = steps_[s];
   in_ptrs.assign(step.inputs.size(), nullptr);
@@ -359,6 +381,7 @@ Status GraphExecutor::RunStep(size_t s, const RunMemory& memory, Frame* frame, i
               .count();
   }
   if (!st.ok()) return st.WithContext(step.node->Describe());
+  if (cost) *cost = StepCost(*step.node, in_ptrs, out_vals);
   if (memory.recorder) memory.recorder->BeginStep(static_cast<int>(s), step.outputs.size());
   for (size_t o = 0; o < step.outputs.size(); ++o) {
     RETURN_IF_ERROR(StoreOutput(s, o, memory, in_ptrs, out_vals[o], frame));
@@ -412,11 +435,16 @@ Status GraphExecutor::CollectOutputs(const Frame& frame, std::vector<Tensor>* ou
   return Status::Ok();
 }
 
-void GraphExecutor::AddProfile(const std::vector<int64_t>& step_ns) const {
+void GraphExecutor::AddProfile(const std::vector<int64_t>& step_ns,
+                               const std::vector<NodeCost>& step_cost) const {
   MutexLock lock(&profile_mu_);
   for (size_t s = 0; s < steps_.size(); ++s) {
-    profile_[s].first += 1;
-    profile_[s].second += step_ns[s];
+    StepProfile& p = profile_[s];
+    p.calls += 1;
+    p.ns += step_ns[s];
+    p.flops += step_cost[s].flops;
+    p.bytes += step_cost[s].bytes;
+    p.last = step_cost[s];
   }
 }
 
@@ -439,15 +467,16 @@ std::vector<NodeProfile> GraphExecutor::Profile() const {
   std::vector<NodeProfile> r;
   r.reserve(steps_.size());
   for (size_t s = 0; s < steps_.size(); ++s) {
-    r.push_back({steps_[s].node->name, steps_[s].node->op_type, profile_[s].first,
-                 static_cast<double>(profile_[s].second) / 1e6});
+    const StepProfile& p = profile_[s];
+    r.push_back({steps_[s].node->name, steps_[s].node->op_type, p.calls,
+                 static_cast<double>(p.ns) / 1e6, p.flops, p.bytes, p.last.bound, p.last.int8});
   }
   return r;
 }
 
 void GraphExecutor::ResetProfile() const {
   MutexLock lock(&profile_mu_);
-  std::fill(profile_.begin(), profile_.end(), std::pair<int64_t, int64_t>{0, 0});
+  std::fill(profile_.begin(), profile_.end(), StepProfile{});
 }
 
 }  // namespace inferd

@@ -34,6 +34,7 @@
 #include "graph/graph.h"
 #include "runtime/execution_provider.h"
 #include "runtime/memory_plan.h"
+#include "runtime/node_cost.h"
 #include "runtime/op_kernel.h"
 
 namespace inferd {
@@ -72,12 +73,17 @@ class ExecutionFrame {
   ~ExecutionFrame() = default;
 };
 
-// Accumulated time of one node over the runs made while profiling was on.
+// Accumulated time of one node over the runs made while profiling was on, and its arithmetic and
+// memory traffic over those runs (node_cost.h, from the shapes each run read and wrote).
 struct NodeProfile {
   std::string name;
   std::string op_type;
   int64_t calls = 0;
   double total_ms = 0;
+  double total_flops = 0;
+  double total_bytes = 0;
+  CostBound bound = CostBound::kNone;  // of the last profiled call
+  bool int8 = false;                   // of the last profiled call
 };
 
 class GraphExecutor {
@@ -104,7 +110,8 @@ class GraphExecutor {
   const std::vector<std::string>& ReleasableInitializers() const { return releasable_; }
 
   // Per-node timing (wall clock around each Compute, summed over runs; costs two clock reads per
-  // node). Profile() lists nodes in execution order.
+  // node, and the node's cost estimate after the clock stops). Profile() lists nodes in execution
+  // order.
   void set_profiling(bool on) const { profiling_.store(on); }
   std::vector<NodeProfile> Profile() const;
   void ResetProfile() const;
@@ -142,12 +149,13 @@ class GraphExecutor {
   Status BindFrame(std::span<const Tensor> inputs, const ExecutionFrame* parent,
                    Frame* frame) const;
   RunMemory BeginMemory(std::span<const Tensor> inputs, RunContext* context, Frame* frame) const;
-  Status RunStep(size_t s, const RunMemory& memory, Frame* frame, int64_t* ns,
+  // `ns` and `cost` (both null unless profiling) receive the step's time and cost.
+  Status RunStep(size_t s, const RunMemory& memory, Frame* frame, int64_t* ns, NodeCost* cost,
                  std::vector<const Tensor*>& in_ptrs, std::vector<Tensor>& out_vals) const;
   Status StoreOutput(size_t s, size_t o, const RunMemory& memory,
                      std::span<const Tensor* const> in_ptrs, Tensor& out, Frame* frame) const;
   Status CollectOutputs(const Frame& frame, std::vector<Tensor>* outputs) const;
-  void AddProfile(const std::vector<int64_t>& step_ns) const;
+  void AddProfile(const std::vector<int64_t>& step_ns, const std::vector<NodeCost>& step_cost) const;
   void FinishRecording(RunMemory& memory, RunContext* context) const;
 
   const Graph& graph_;
@@ -175,8 +183,14 @@ class GraphExecutor {
 
   mutable std::atomic<bool> profiling_{false};
   mutable Mutex profile_mu_;  // the profile counters, updated once per profiled Run
-  // Per step: calls, ns.
-  mutable std::vector<std::pair<int64_t, int64_t>> profile_ GUARDED_BY(profile_mu_);
+  struct StepProfile {
+    int64_t calls = 0;
+    int64_t ns = 0;
+    double flops = 0;
+    double bytes = 0;
+    NodeCost last;  // bound and int8 of the last call
+  };
+  mutable std::vector<StepProfile> profile_ GUARDED_BY(profile_mu_);
 };
 
 }  // namespace inferd

@@ -8,6 +8,7 @@
 
 #include "graph/onnx_io.h"
 #include "kernels/cpu/cpu_provider.h"
+#include "kernels/cpu/onednn/cpu_info.h"
 #include "tools/run_command.h"
 
 namespace inferd::tools {
@@ -152,6 +153,7 @@ Status InspectModelCommand(const std::filesystem::path& path, std::ostream& out)
   ModelReport r = AnalyzeModel(model);
 
   out << fmt::format("model: {}\n", path.string());
+  out << fmt::format("cpu: {}\n", cpu::DescribeCpu(cpu::DetectCpu()));
   out << fmt::format("graph: '{}', ir_version {}, producer '{}' {}\n", g.name, model.ir_version,
                      model.producer_name, model.producer_version);
   std::string opsets;

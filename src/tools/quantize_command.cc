@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "graph/onnx_io.h"
+#include "kernels/cpu/onednn/cpu_info.h"
 #include "quantize/nbits_weights.h"
 #include "quantize/quantizer.h"
 
@@ -102,6 +103,15 @@ Status QuantizeDecoderCommand(const QuantizeCommandOptions& options, std::ostrea
 
 }  // namespace
 
+std::string Bf16FallbackNote(const cpu::CpuInfo& cpu) {
+  return fmt::format(
+      "note: this CPU has no native BF16 (oneDNN ISA {}; no avx512_bf16): inferd computes the "
+      "model's bf16 layers in FP32 here, from the bf16 weights widened once at load, so it runs "
+      "at about FP32 speed (the file is half the size); bf16 compute needs a CPU with "
+      "avx512_core_bf16 or AMX\n",
+      cpu.dnnl_isa);
+}
+
 Status QuantizeModelCommand(const QuantizeCommandOptions& options, std::ostream& out) {
   if (options.output.empty()) return InvalidArgument("no output path given (-o OUT.onnx)");
   if (std::filesystem::is_directory(options.input)) return QuantizeDecoderCommand(options, out);
@@ -159,6 +169,9 @@ Status QuantizeModelCommand(const QuantizeCommandOptions& options, std::ostream&
     out << "note: 7-bit int8 weights (-63..63): this CPU has no AVX-512 VNNI, where oneDNN's int8 "
            "kernels are exact only for 7-bit weights (full-range ones would run the slower exact "
            "kernels); --weight-bits 8 keeps the full range\n";
+  }
+  if (q.precision == quantize::Precision::kBf16 && !cpu::DetectCpu().native_bf16) {
+    out << Bf16FallbackNote(cpu::DetectCpu());
   }
   out << "wrote " << options.output.string() << " (" << quantize::PrecisionName(q.precision)
       << (report.weight_bits > 0 ? fmt::format(", {}-bit weights", report.weight_bits) : "")

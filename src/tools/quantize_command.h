@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "kernels/cpu/onednn/cpu_info.h"
 
 namespace inferd::tools {
 
@@ -41,5 +42,9 @@ CLI::App* AddQuantizeSubcommand(CLI::App& app, QuantizeCommandOptions* options);
 
 // Loads, quantizes, saves and re-imports the output to check it; a summary line goes to `out`.
 Status QuantizeModelCommand(const QuantizeCommandOptions& options, std::ostream& out);
+
+// The note `--precision bf16` prints on a CPU without native BF16 (cpu.native_bf16 false): the
+// bf16-marked layers will compute in FP32 there (kernels/cpu/fused: BlockedConv, FusedMatMul).
+std::string Bf16FallbackNote(const cpu::CpuInfo& cpu);
 
 }  // namespace inferd::tools

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/mutex.h"
+#include "kernels/cpu/onednn/cpu_info.h"
 #include "server/agent_check.h"
 #include "server/dashboard.h"
 #include "server/grpc_server.h"
@@ -388,6 +389,7 @@ Status ServeCommand(const ServeOptions& o) {
   spdlog::set_level(spdlog::level::from_str(o.log_level));
   spdlog::flush_on(spdlog::level::trace);  // log lines are rare; tests and operators read them live
   ASSIGN_OR_RETURN(size_t max_bytes, ParseByteSize(o.max_request_bytes));
+  spdlog::info("cpu: {}", cpu::DescribeCpu(cpu::DetectCpu()));
 
   // Block the signals before any thread starts, so every thread inherits the mask and only the
   // sigwait below receives them.

@@ -2,7 +2,9 @@
 
 #include <random>
 
+#include "tools/bench_command.h"
 #include "tools/inspect_command.h"
+#include "tools/quantize_command.h"
 #include "tools/tensor_util.h"
 
 namespace inferd::tools {
@@ -103,6 +105,37 @@ TEST(ToolsTest, AnalyzeCountsFlopsParametersAndUnsupportedOps) {
   EXPECT_DOUBLE_EQ(r.flops, 2.0 * 256 * 27 + 256);
   ASSERT_EQ(r.unsupported_ops.size(), 1u);
   EXPECT_NE(r.unsupported_ops[0].find("Frobnicate"), std::string::npos);
+}
+
+TEST(ToolsTest, RooflineHoldsEachBoundAgainstItsPeak) {
+  cpu::MachinePeaks peaks;
+  peaks.fp32_gflops = 200;
+  peaks.int8_gops = 400;
+  peaks.mem_read_gbps = 20;
+  // The BERT-base attention: 50,331,648 FLOPs in 14 ms = 3.595 GFLOP/s, 1.8% of 200.
+  RooflinePoint a = Roofline(50331648, 0, 14, CostBound::kCompute, false, peaks);
+  EXPECT_STREQ(a.unit, "GFLOP/s");
+  EXPECT_STREQ(a.peak, "FP32");
+  EXPECT_NEAR(a.rate, 3.5951, 1e-4);
+  EXPECT_NEAR(a.percent, 1.7976, 1e-4);
+  RooflinePoint q = Roofline(2e9, 0, 10, CostBound::kCompute, true, peaks);  // 200 GOP/s
+  EXPECT_STREQ(q.peak, "INT8");
+  EXPECT_DOUBLE_EQ(q.percent, 50);
+  RooflinePoint m = Roofline(0, 1e8, 10, CostBound::kMemory, false, peaks);  // 10 GB/s
+  EXPECT_STREQ(m.unit, "GB/s");
+  EXPECT_DOUBLE_EQ(m.rate, 10);
+  EXPECT_DOUBLE_EQ(m.percent, 50);
+  EXPECT_STREQ(Roofline(1, 1, 1, CostBound::kNone, false, peaks).unit, "");
+  EXPECT_STREQ(Roofline(1, 1, 0, CostBound::kCompute, false, peaks).unit, "");  // no time
+  EXPECT_DOUBLE_EQ(Roofline(1e9, 0, 1, CostBound::kCompute, false, {}).percent, 0);  // no peak
+}
+
+TEST(ToolsTest, Bf16NoteNamesTheIsa) {
+  cpu::CpuInfo c;
+  c.dnnl_isa = "avx2";
+  const std::string note = Bf16FallbackNote(c);
+  EXPECT_NE(note.find("no native BF16 (oneDNN ISA avx2"), std::string::npos) << note;
+  EXPECT_NE(note.find("in FP32"), std::string::npos) << note;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@ reason. Run by ctest (see CMakeLists.txt), or by hand:
     /usr/bin/python3 tests/cli/cli_test.py --inferd build/inferd --work-dir /tmp/cli_test
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -44,6 +45,16 @@ def make_models(d):
     paths["unsupported"] = os.path.join(d, "unsupported.onnx")
     onnx.save(mu, paths["unsupported"])
 
+    # y = x · W, x: float32[batch, 64], W [64, 32]: 2·batch·64·32 FLOPs for the profiler's roofline.
+    xm = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])
+    ym = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 32])
+    w = helper.make_tensor("w", TensorProto.FLOAT, [64, 32],
+                           np.random.default_rng(1).standard_normal(64 * 32).astype(np.float32))
+    gm = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "matmul", [xm], [ym],
+                           [w])
+    paths["matmul"] = os.path.join(d, "matmul.onnx")
+    onnx.save(helper.make_model(gm, opset_imports=[helper.make_opsetid("", 13)]), paths["matmul"])
+
     data = open(paths["good"], "rb").read()
     paths["truncated"] = os.path.join(d, "truncated.onnx")
     open(paths["truncated"], "wb").write(data[: len(data) // 2])
@@ -70,6 +81,39 @@ def run(inferd, args):
     except subprocess.TimeoutExpired:
         return None
     return p
+
+
+def check_profile(inferd, matmul, d, expect_ok, failures):
+    """bench --profile's roofline (machine peaks, FLOPs per op) and quantize's BF16 note."""
+    p = expect_ok("bench --profile --json", ["bench", matmul, "--batch", "8", "--iterations", "3",
+                                             "--warmup", "1", "--threads", "1", "--profile",
+                                             "--json"])
+    if p is not None and p.returncode == 0:
+        r = json.loads(p.stdout)
+        peaks = r.get("peaks", {})
+        ops = {o["op_type"]: o for o in r.get("profile", [])}
+        mm = next((o for name, o in ops.items() if "MatMul" in name), None)
+        if not (peaks.get("fp32_gflops", 0) > 0 and peaks.get("int8_gops", 0) > 0
+                and peaks.get("mem_read_gbps", 0) > 0 and peaks.get("threads") == 1):
+            failures.append(f"bench --profile --json: bad peaks {peaks}")
+        if mm is None or mm["bound"] != "compute" or mm["peak"] != "FP32" \
+                or mm["flop_per_run"] != 2 * 8 * 64 * 32 or mm["rate"] <= 0:
+            failures.append(f"bench --profile --json: bad MatMul figures {mm} in {ops}")
+        if not r.get("slowest_nodes") or not r.get("cpu", {}).get("dnnl_isa"):
+            failures.append("bench --profile --json: no slowest_nodes or cpu.dnnl_isa")
+    expect_ok("bench --profile text", ["bench", matmul, "--iterations", "2", "--threads", "1",
+                                       "--profile"], "% of FP32 peak")
+    # --precision bf16 says that a CPU without native BF16 computes the bf16 layers in FP32.
+    flags = open("/proc/cpuinfo").read().split()
+    p = expect_ok("quantize --precision bf16", ["quantize", matmul, "-o",
+                                                os.path.join(d, "matmul_bf16.onnx"),
+                                                "--precision", "bf16"], "wrote")
+    if p is not None and p.returncode == 0:
+        noted = "no native BF16" in p.stdout
+        if noted != ("avx512_bf16" not in flags):
+            failures.append(f"quantize bf16 note {'shown' if noted else 'missing'} on a CPU "
+                            f"{'with' if 'avx512_bf16' in flags else 'without'} avx512_bf16: "
+                            f"{p.stdout!r}")
 
 
 def main():
@@ -133,6 +177,8 @@ def main():
     expect_ok("run with random inputs", ["run", good, "--threads", "1"], "float32[1, 4]")
     expect_ok("inspect", ["inspect", good], "every op is supported")
     expect_ok("inspect lists unsupported ops", ["inspect", paths["unsupported"]], "FrobnicateOp")
+    expect_ok("inspect names the CPU and its ISA", ["inspect", good], "oneDNN ISA")
+    check_profile(a.inferd, paths["matmul"], d, expect_ok, failures)
     for sub in ["run", "inspect", "serve", "optimize", "quantize", "bench"]:
         expect_ok(f"{sub} --help", [sub, "--help"])
     expect_ok("--version", ["--version"], "inferd")
