@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <chrono>
 #include <future>
 #include <string>
 #include <vector>
@@ -219,6 +220,9 @@ TEST_F(EnsembleTest, MaxInflightRequestsQueuesStepsWithoutLosingAny) {
     ASSERT_TRUE(r.status.ok()) << r.status.ToString();
     EXPECT_EQ(Values(r.response, "OUT"), (std::vector<float>{-2.0f * i}));
   }
+  // The last answer reaches its future inside the callback, before the manager counts the request
+  // done as the callback returns: wait for that (WaitForIdle) instead of reading the count at once.
+  EXPECT_TRUE(manager_->WaitForIdle(std::chrono::seconds(30)));
   EXPECT_EQ(manager_->InFlight(), 0);
 }
 
