@@ -14,16 +14,12 @@
 
 #include "common/mutex.h"
 #include "generation/engine.h"
+#include "generation/test_util.h"
 
 namespace inferd::gen {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path ModelsDir() {
-  if (const char* env = std::getenv("INFERD_GEN_MODELS_DIR")) return env;
-  return fs::path(INFERD_BINARY_DIR) / "models" / "gen";
-}
 
 class Result {
  public:
@@ -110,7 +106,7 @@ std::vector<std::vector<int32_t>> Generate(const fs::path& dir, size_t kv_bytes,
 class EngineModelTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(EngineModelTest, GreedyMatchesPyTorchConcurrentlySeriallyAndUnderPreemption) {
-  const fs::path dir = ModelsDir() / GetParam();
+  const fs::path dir = GenModelsDir() / GetParam();
   if (!fs::exists(dir / "model.onnx")) {
     // The ctest `generation_runner_models` builds only the random test models; the trained
     // tiny-llama (minutes of training, `make gen-models`) is checked whenever it is present.
@@ -118,7 +114,7 @@ TEST_P(EngineModelTest, GreedyMatchesPyTorchConcurrentlySeriallyAndUnderPreempti
     if (built_by_ctest && std::getenv("INFERD_GEN_MODELS_REQUIRED")) {
       FAIL() << "missing model " << GetParam();
     }
-    GTEST_SKIP() << GetParam() << " not built (make gen-models) in " << ModelsDir();
+    GTEST_SKIP() << GetParam() << " not built (make gen-models) in " << GenModelsDir();
   }
   const Reference ref = ReadReference(dir / "reference.json");
   int64_t preemptions = 0;

@@ -15,24 +15,12 @@
 #include <random>
 
 #include "generation/model_runner.h"
+#include "generation/test_util.h"
 
 namespace inferd::gen {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path ModelsDir() {
-  if (const char* env = std::getenv("INFERD_GEN_MODELS_DIR")) return env;
-  return fs::path(INFERD_BINARY_DIR) / "models" / "gen";
-}
-
-#define REQUIRE_MODEL(name)                                                                \
-  do {                                                                                     \
-    if (!fs::exists(ModelsDir() / (name) / "model.onnx")) {                                \
-      if (std::getenv("INFERD_GEN_MODELS_REQUIRED")) FAIL() << "missing model " << (name); \
-      GTEST_SKIP() << (name) << " not built (make gen-models) in " << ModelsDir();         \
-    }                                                                                      \
-  } while (0)
 
 TEST(KvCacheDtype, ParsesTheKnownNamesAndRefusesOthers) {
   EXPECT_EQ(*ParseKvCacheDtype("float32"), KvCacheDtype::kFloat32);
@@ -64,7 +52,7 @@ std::unique_ptr<ModelRunner> Open(const std::string& model, KvCacheDtype dtype,
   o.block_size = block_size;
   o.num_threads = 1;
   o.kv_cache_dtype = dtype;
-  auto r = CreateDecoderRunner(ModelsDir() / model, o);
+  auto r = CreateDecoderRunner(GenModelsDir() / model, o);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? std::move(*r) : nullptr;
 }
@@ -72,7 +60,7 @@ std::unique_ptr<ModelRunner> Open(const std::string& model, KvCacheDtype dtype,
 // The same budget buys 128/36 = 3.56x the blocks (test-llama: head_dim 32): the target
 // is ≥ 1.9x the concurrent sequences, and sequences are whole blocks.
 TEST(KvCacheInt8ModelTest, TheSameBudgetHoldsMoreThanTwiceTheBlocks) {
-  REQUIRE_MODEL("test-llama");
+  REQUIRE_GEN_MODEL("test-llama");
   const size_t budget = size_t{2} << 20;
   auto f32 = Open("test-llama", KvCacheDtype::kFloat32, budget);
   auto i8 = Open("test-llama", KvCacheDtype::kInt8, budget);
@@ -167,7 +155,7 @@ DecodeComparison CompareDecodes(ModelRunner& f32, ModelRunner& i8, int n, int st
 // free-running greedy decode keeps ≥ 8 tokens equal before a first flip (measured: all 49). A
 // broken INT8 path (wrong scale, wrong row) gives ~0 dB and chance agreement.
 TEST(KvCacheInt8ModelTest, TestLlamaDecodeStaysCloseToFloat) {
-  REQUIRE_MODEL("test-llama");
+  REQUIRE_GEN_MODEL("test-llama");
   auto f32 = Open("test-llama", KvCacheDtype::kFloat32, size_t{4} << 20);
   auto i8 = Open("test-llama", KvCacheDtype::kInt8, size_t{4} << 20);
   ASSERT_TRUE(f32 && i8);
@@ -184,7 +172,7 @@ TEST(KvCacheInt8ModelTest, TestLlamaDecodeStaysCloseToFloat) {
 // tiny-llama (trained on Austen): peaked distributions, so greedy tokens agree (measured
 // 66.9 dB, 132 of 132 teacher-forced steps, all 33 free-running tokens).
 TEST(KvCacheInt8ModelTest, TinyLlamaDecodeStaysCloseToFloat) {
-  REQUIRE_MODEL("tiny-llama");
+  REQUIRE_GEN_MODEL("tiny-llama");
   auto f32 = Open("tiny-llama", KvCacheDtype::kFloat32, size_t{8} << 20);
   auto i8 = Open("tiny-llama", KvCacheDtype::kInt8, size_t{8} << 20);
   ASSERT_TRUE(f32 && i8);

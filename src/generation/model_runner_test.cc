@@ -8,6 +8,7 @@
 // INFERD_GEN_MODELS_REQUIRED is set (the ctest `generation_runner_models`, label models, which
 // builds them first): then they fail.
 #include "generation/model_runner.h"
+#include "generation/test_util.h"
 
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
@@ -28,20 +29,6 @@ namespace inferd::gen {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path ModelsDir() {
-  if (const char* env = std::getenv("INFERD_GEN_MODELS_DIR")) return env;
-  return fs::path(INFERD_BINARY_DIR) / "models" / "gen";  // CMake's INFERD_GEN_MODELS_DIR default
-}
-
-// Skips (or, when the models are required, fails) the test if `name` has not been built.
-#define REQUIRE_MODEL(name)                                                                \
-  do {                                                                                     \
-    if (!fs::exists(ModelsDir() / (name) / "model.onnx")) {                                \
-      if (std::getenv("INFERD_GEN_MODELS_REQUIRED")) FAIL() << "missing model " << (name); \
-      GTEST_SKIP() << (name) << " not built (make gen-models) in " << ModelsDir();         \
-    }                                                                                      \
-  } while (0)
 
 void ExpectNear(const float* got, const float* want, int64_t n, const std::string& what) {
   int bad = 0;
@@ -118,7 +105,7 @@ fs::path SharpenedModel(const std::string& name, int head_dim) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("sharp_" + name);
   if (written.count(name)) return dir;
   written.insert(name);
-  const fs::path src = ModelsDir() / name;
+  const fs::path src = GenModelsDir() / name;
   auto model = LoadOnnxModel(src / "model.onnx");
   EXPECT_TRUE(model.ok()) << model.status().ToString();
   if (!model.ok()) return src;
@@ -170,10 +157,10 @@ class DecoderModel : public ::testing::TestWithParam<const char*> {
     o.block_size = block_size;
     o.kv_cache_bytes = 2 << 20;
     o.num_threads = 1;
-    auto config = LoadDecoderConfig(ModelsDir() / GetParam() / "config.json");
+    auto config = LoadDecoderConfig(GenModelsDir() / GetParam() / "config.json");
     ASSERT_TRUE(config.ok()) << config.status().ToString();
     const fs::path dir =
-        sharpened ? SharpenedModel(GetParam(), config->head_dim) : ModelsDir() / GetParam();
+        sharpened ? SharpenedModel(GetParam(), config->head_dim) : GenModelsDir() / GetParam();
     auto r = CreateDecoderRunner(dir, o);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     runner_ = std::move(*r);
@@ -197,9 +184,9 @@ class DecoderModel : public ::testing::TestWithParam<const char*> {
 };
 
 TEST_P(DecoderModel, PrefillMatchesPyTorchReference) {
-  REQUIRE_MODEL(GetParam());
+  REQUIRE_GEN_MODEL(GetParam());
   ASSERT_NO_FATAL_FAILURE(Open(16, /*sharpened=*/false));
-  rapidjson::Document doc = ReadJson(ModelsDir() / GetParam() / "reference.json");
+  rapidjson::Document doc = ReadJson(GenModelsDir() / GetParam() / "reference.json");
   ASSERT_TRUE(doc.IsObject() && doc.HasMember("prompts") && doc.HasMember("logits_first"));
   const auto& prompts = doc["prompts"];
   ASSERT_GT(prompts.Size(), 0u);
@@ -219,9 +206,9 @@ TEST_P(DecoderModel, PrefillMatchesPyTorchReference) {
 // All reference prompts at once: one prefill step, then every step decodes all of them together
 // (continuous batching's decode), greedy; the tokens must be PyTorch's.
 TEST_P(DecoderModel, BatchedGreedyDecodingMatchesPyTorch) {
-  REQUIRE_MODEL(GetParam());
+  REQUIRE_GEN_MODEL(GetParam());
   ASSERT_NO_FATAL_FAILURE(Open(16, /*sharpened=*/false));
-  rapidjson::Document doc = ReadJson(ModelsDir() / GetParam() / "reference.json");
+  rapidjson::Document doc = ReadJson(GenModelsDir() / GetParam() / "reference.json");
   ASSERT_TRUE(doc.IsObject() && doc.HasMember("greedy") && doc["greedy"].IsArray());
   const auto& prompts = doc["prompts"];
   const rapidjson::SizeType n = prompts.Size();
@@ -256,7 +243,7 @@ TEST_P(DecoderModel, BatchedGreedyDecodingMatchesPyTorch) {
 }
 
 TEST_P(DecoderModel, PrefillInOneAndTwoChunksMatchesTheOriginalGraph) {
-  REQUIRE_MODEL(GetParam());
+  REQUIRE_GEN_MODEL(GetParam());
   ASSERT_NO_FATAL_FAILURE(Open());
   const std::vector<int32_t> tokens = RandomTokens(11, vocab_, 1);
   std::vector<float> want = ref_.Run(tokens);
@@ -270,7 +257,7 @@ TEST_P(DecoderModel, PrefillInOneAndTwoChunksMatchesTheOriginalGraph) {
 }
 
 TEST_P(DecoderModel, DecodeStepsMatchTheGraphWithExplicitPast) {
-  REQUIRE_MODEL(GetParam());
+  REQUIRE_GEN_MODEL(GetParam());
   ASSERT_NO_FATAL_FAILURE(Open());
   const std::vector<int32_t> prompt = RandomTokens(6, vocab_, 2);
   const std::vector<int32_t> table = {10, 3, 8};  // positions 0..11
@@ -290,7 +277,7 @@ TEST_P(DecoderModel, DecodeStepsMatchTheGraphWithExplicitPast) {
 // Four sequences in one step: a fresh prefill, a decode, a prefill chunk after a cached prefix,
 // and a chunk whose logits are not asked for; blocks of 4, scattered over the pool.
 TEST_P(DecoderModel, MixedStepOfSeveralSequences) {
-  REQUIRE_MODEL(GetParam());
+  REQUIRE_GEN_MODEL(GetParam());
   ASSERT_NO_FATAL_FAILURE(Open());
   const std::vector<int32_t> a = RandomTokens(9, vocab_, 3), b = RandomTokens(7, vocab_, 4),
                              c = RandomTokens(9, vocab_, 5), d = RandomTokens(3, vocab_, 6);
@@ -321,7 +308,7 @@ TEST_P(DecoderModel, MixedStepOfSeveralSequences) {
 }
 
 TEST_P(DecoderModel, RejectsBadChunks) {
-  REQUIRE_MODEL(GetParam());
+  REQUIRE_GEN_MODEL(GetParam());
   ASSERT_NO_FATAL_FAILURE(Open());
   Tensor logits;
   const std::vector<int32_t> ok = {1, 2}, table = {0}, none;
@@ -342,14 +329,14 @@ TEST_P(DecoderModel, RejectsBadChunks) {
 }
 
 TEST_P(DecoderModel, Int8WeightsStayCloseToFloat) {
-  REQUIRE_MODEL(GetParam());
+  REQUIRE_GEN_MODEL(GetParam());
   ASSERT_NO_FATAL_FAILURE(Open(4, /*sharpened=*/false));
   RunnerOptions o;
   o.kv_cache_bytes = 1 << 20;
   o.block_size = 4;
   o.int8_weights = true;
   o.num_threads = 1;
-  auto q = CreateDecoderRunner(ModelsDir() / GetParam(), o);
+  auto q = CreateDecoderRunner(GenModelsDir() / GetParam(), o);
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   const std::vector<int32_t> tokens = RandomTokens(7, vocab_, 7), table = {1, 0};
   Tensor f32 = StepOne(tokens, 0, table), i8;
@@ -367,8 +354,8 @@ TEST_P(DecoderModel, Int8WeightsStayCloseToFloat) {
 // The exported graph after the rewrite: one PagedAttention per layer, no Softmax, no cache
 // interface, the LM head on gathered rows.
 TEST_P(DecoderModel, RewriteReplacesEveryLayersAttention) {
-  REQUIRE_MODEL(GetParam());
-  const fs::path dir = ModelsDir() / GetParam();
+  REQUIRE_GEN_MODEL(GetParam());
+  const fs::path dir = GenModelsDir() / GetParam();
   auto config = LoadDecoderConfig(dir / "config.json");
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   auto model = LoadOnnxModel(dir / "model.onnx");
@@ -398,8 +385,8 @@ TEST_P(DecoderModel, RewriteReplacesEveryLayersAttention) {
 
 // A config that disagrees with the graph fails the load with the rewrite's reason.
 TEST_P(DecoderModel, UnsupportedGraphFailsTheLoadWithTheReason) {
-  REQUIRE_MODEL(GetParam());
-  const fs::path src = ModelsDir() / GetParam();
+  REQUIRE_GEN_MODEL(GetParam());
+  const fs::path src = GenModelsDir() / GetParam();
   const fs::path dir = fs::path(::testing::TempDir()) / (std::string("bad_") + GetParam());
   fs::create_directories(dir);
   fs::copy_file(src / "model.onnx", dir / "model.onnx", fs::copy_options::overwrite_existing);

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "generation/model_runner.h"
+#include "generation/test_util.h"
 #include "graph/onnx_io.h"
 #include "quantize/nbits_weights.h"
 
@@ -21,19 +22,6 @@ namespace inferd::gen {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path ModelsDir() {
-  if (const char* env = std::getenv("INFERD_GEN_MODELS_DIR")) return env;
-  return fs::path(INFERD_BINARY_DIR) / "models" / "gen";
-}
-
-#define REQUIRE_MODEL(name)                                                                \
-  do {                                                                                     \
-    if (!fs::exists(ModelsDir() / (name) / "model.onnx")) {                                \
-      if (std::getenv("INFERD_GEN_MODELS_REQUIRED")) FAIL() << "missing model " << (name); \
-      GTEST_SKIP() << (name) << " not built (make gen-models) in " << ModelsDir();         \
-    }                                                                                      \
-  } while (0)
 
 fs::path TempDir(const std::string& name) {
   fs::path d = fs::temp_directory_path() / ("inferd_nbits_" + std::to_string(::getpid())) / name;
@@ -50,7 +38,7 @@ fs::path Quantized(const std::string& model, int bits, int64_t group, bool asym)
   const fs::path out = TempDir(model + "-" + std::to_string(bits) + "-" + std::to_string(group) +
                                (asym ? "a" : "s"));
   quantize::QuantizeReport report;
-  Status st = quantize::QuantizeDecoderFolder(ModelsDir() / model, out, o, &report);
+  Status st = quantize::QuantizeDecoderFolder(GenModelsDir() / model, out, o, &report);
   EXPECT_TRUE(st.ok()) << st.ToString();
   return out;
 }
@@ -119,8 +107,8 @@ class NBitsDecoder : public ::testing::TestWithParam<std::string> {};
 // product) against PyTorch FP32. Bounds measured on these models with margin: INT8 > 30 dB,
 // INT4 > 12 dB (the random-weight test models; the trained tiny-llama is far above).
 TEST_P(NBitsDecoder, LogitsStayCloseToFloat) {
-  REQUIRE_MODEL(GetParam());
-  const Reference ref = ReadReference(ModelsDir() / GetParam() / "reference.json");
+  REQUIRE_GEN_MODEL(GetParam());
+  const Reference ref = ReadReference(GenModelsDir() / GetParam() / "reference.json");
   ASSERT_FALSE(ref.prompts.empty());
   for (int bits : {8, 4}) {
     for (bool asym : {false, true}) {
@@ -142,8 +130,8 @@ TEST_P(NBitsDecoder, LogitsStayCloseToFloat) {
 // is the same computation. (The runner's SwiGLU fusion comes with the merge, and its sigmoid
 // rounds differently from the Sigmoid op's, so the logits agree to float rounding, not bits.)
 TEST_P(NBitsDecoder, MergedProjectionsGiveTheSameLogits) {
-  REQUIRE_MODEL(GetParam());
-  const Reference ref = ReadReference(ModelsDir() / GetParam() / "reference.json");
+  REQUIRE_GEN_MODEL(GetParam());
+  const Reference ref = ReadReference(GenModelsDir() / GetParam() / "reference.json");
   const fs::path dir = Quantized(GetParam(), 4, 64, true);
   auto merged = Open(dir, true), plain = Open(dir, false);
   ASSERT_TRUE(merged && plain);
@@ -177,8 +165,8 @@ TEST(NBitsFolder, BadFoldersAndOptionsFailWithTheReason) {
 }
 
 TEST(NBitsFolder, NonFiniteWeightsAreRefused) {
-  REQUIRE_MODEL("test-llama");
-  auto model = LoadOnnxModel(ModelsDir() / "test-llama" / "model.onnx");
+  REQUIRE_GEN_MODEL("test-llama");
+  auto model = LoadOnnxModel(GenModelsDir() / "test-llama" / "model.onnx");
   ASSERT_TRUE(model.ok());
   for (auto& [name, t] : model->graph.initializers) {
     if (t.dtype() == DataType::kFloat32 && t.rank() == 2 && name.find("MatMul") != std::string::npos) {
@@ -197,7 +185,7 @@ TEST(NBitsFolder, NonFiniteWeightsAreRefused) {
 // A quantized folder whose packed weights were cut short: the load fails naming the node and the
 // mismatch, not a crash at the first step.
 TEST(NBitsFolder, CorruptQuantizedModelFailsTheLoad) {
-  REQUIRE_MODEL("test-llama");
+  REQUIRE_GEN_MODEL("test-llama");
   const fs::path dir = Quantized("test-llama", 4, 32, false);
   auto model = LoadOnnxModel(dir / "model.onnx");
   ASSERT_TRUE(model.ok());

@@ -191,19 +191,14 @@ TEST(SpeculativeOptionsTest, OutOfRangeIsRejected) {
 
 // ---- config.json "draft": load errors (with the generation models; skipped without them)
 
-fs::path ModelsDir() {
-  if (const char* env = std::getenv("INFERD_GEN_MODELS_DIR")) return env;
-  return fs::path(INFERD_BINARY_DIR) / "models" / "gen";
-}
-
 class DraftConfigTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    target_ = ModelsDir() / "tiny-llama";
-    draft_ = ModelsDir() / "tiny-llama-draft";
+    target_ = GenModelsDir() / "tiny-llama";
+    draft_ = GenModelsDir() / "tiny-llama-draft";
     if (!fs::exists(target_ / "config.json") || !fs::exists(draft_ / "config.json")) {
-      if (std::getenv("INFERD_GEN_MODELS_REQUIRED")) FAIL() << "no models in " << ModelsDir();
-      GTEST_SKIP() << "no tiny-llama / tiny-llama-draft in " << ModelsDir();
+      if (std::getenv("INFERD_GEN_MODELS_REQUIRED")) FAIL() << "no models in " << GenModelsDir();
+      GTEST_SKIP() << "no tiny-llama / tiny-llama-draft in " << GenModelsDir();
     }
     dir_ = testing::ScratchDir() / ("target_" + std::to_string(counter_++));
     fs::create_directories(dir_);
@@ -385,7 +380,7 @@ TEST_F(SpeculativeEngineModelTest, GreedyEqualsPyTorchWithEachDrafter) {
       {"tiny-llama", "", DraftMethod::kNgram},
   };
   for (const auto& c : cases) {
-    const fs::path dir = ModelsDir() / c.target, draft = ModelsDir() / c.draft;
+    const fs::path dir = GenModelsDir() / c.target, draft = GenModelsDir() / c.draft;
     if (!fs::exists(dir / "model.onnx") ||
         (c.method == DraftMethod::kModel && !fs::exists(draft / "model.onnx"))) {
       // ctest's models fixture builds test-llama only; tiny-llama(-draft) need make gen-models.

@@ -32,6 +32,27 @@
 #include "generation/engine.h"
 #include "generation/model_runner.h"
 
+namespace inferd::gen {
+
+// Where scripts/generation/build_models.py wrote the decoder models for the model tests:
+// $INFERD_GEN_MODELS_DIR, or CMake's default build/models/gen.
+inline std::filesystem::path GenModelsDir() {
+  if (const char* env = std::getenv("INFERD_GEN_MODELS_DIR")) return env;
+  return std::filesystem::path(INFERD_BINARY_DIR) / "models" / "gen";
+}
+
+}  // namespace inferd::gen
+
+// Skips (or, when the models are required — INFERD_GEN_MODELS_REQUIRED, ctest label models —
+// fails) the test if model `name` has not been built.
+#define REQUIRE_GEN_MODEL(name)                                                                    \
+  do {                                                                                             \
+    if (!std::filesystem::exists(::inferd::gen::GenModelsDir() / (name) / "model.onnx")) {         \
+      if (std::getenv("INFERD_GEN_MODELS_REQUIRED")) FAIL() << "missing model " << (name);         \
+      GTEST_SKIP() << (name) << " not built (make gen-models) in " << ::inferd::gen::GenModelsDir(); \
+    }                                                                                              \
+  } while (0)
+
 namespace inferd::gen::testing {
 
 inline uint64_t Mix64(uint64_t x) {
