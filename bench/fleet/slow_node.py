@@ -101,6 +101,13 @@ def weights(proxy):
     return [r["weight"] for _, r in sorted(proxy.server_stats().items())]
 
 
+def cpu_seconds(pid):
+    """User + system CPU time of process `pid` so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def lscpu_model():
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
@@ -166,6 +173,7 @@ def main():
                             os.path.join(args.work_dir, "balancer.log"),
                             ["--backend", "inferd_http"] + args.balancer_arg)
         balancer.start()
+        balancer_started = time.time()
         quota = CpuQuota(nodes[2].proc.pid, args.share, args.period_ms / 1000)
         phases = [("healthy", "leastconn+agent+balance"), ("slow", "leastconn+agent+balance"),
                   ("slow", "leastconn+agent"), ("slow", "leastconn"), ("slow", "roundrobin")]
@@ -192,6 +200,8 @@ def main():
                       f"{point['errors']}  node share {share}  weights {weights(proxy)}  "
                       f"fallback {(fb_after - fb_before) / total:.1%}  balancer drains so far "
                       f"{drains}", flush=True)
+        balancer_cpu_s = cpu_seconds(balancer.proc.pid)
+        balancer_wall_s = time.time() - balancer_started
     finally:
         if balancer:
             balancer.stop()
@@ -212,13 +222,15 @@ def main():
     summary = {"cpu": lscpu_model(), "cores": os.cpu_count(), "load_before": load_before,
                "load_after": load_after, "args": vars(args), "median_p99_ms": p99,
                "slow_vs_healthy": agent / healthy, "roundrobin_vs_agent": rr / agent,
-               "balancer_drains": drains, "phases": results}
+               "balancer_drains": drains, "balancer_cpu_share": balancer_cpu_s / balancer_wall_s,
+               "phases": results}
     print(f"\nCPU {summary['cpu']} ({summary['cores']} cores); load average before "
           f"{load_before[0]:.1f} {load_before[1]:.1f} {load_before[2]:.1f}, after "
           f"{load_after[0]:.1f} {load_after[1]:.1f} {load_after[2]:.1f}")
     for k, v in p99.items():
         print(f"  median P99 {k:36s} {v:7.2f} ms")
-    print(f"  balancer drains per server: {drains}")
+    print(f"  balancer drains per server: {drains}; its CPU: {balancer_cpu_s:.2f} s in "
+          f"{balancer_wall_s:.0f} s ({balancer_cpu_s / balancer_wall_s:.2%} of a core)")
     for i in range(3):
         try:
             with open(os.path.join(args.work_dir, f"node{i + 1}.log")) as f:

@@ -25,16 +25,10 @@ extern "C" void OnBalanceStop(int sig) {
 
 constexpr std::chrono::milliseconds kSocketTimeout{1000};
 
-std::string ShowStatCommands(const std::vector<std::string>& backends) {
-  std::string line;
-  for (const std::string& b : backends) line += (line.empty() ? "" : "; ") + ShowStatCommand(b);
-  return line;
-}
-
 // One poll: every backend's server rows.
 StatusOr<std::map<std::string, std::vector<ServerSample>>> Poll(const FleetBalanceOptions& o) {
   ASSIGN_OR_RETURN(std::string answer,
-                   HaproxyCommand(o.stats_socket, ShowStatCommands(o.backends), kSocketTimeout));
+                   HaproxyCommand(o.stats_socket, ShowStatCommand(), kSocketTimeout));
   return ParseShowStat(answer);
 }
 

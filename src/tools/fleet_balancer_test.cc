@@ -272,7 +272,7 @@ TEST(HaproxyStatsTest, RefusesWhatIsNotShowStat) {
 }
 
 TEST(HaproxyStatsTest, CommandsDisableTheAgentWhileDrained) {
-  EXPECT_EQ(ShowStatCommand("inferd_http"), "show stat inferd_http 4 -1");
+  EXPECT_EQ(ShowStatCommand(), "show stat -1 4 -1");
   EXPECT_EQ(ActionCommands("inferd_http", {BalancerAction::kShed, "node3", ""}),
             "disable agent inferd_http/node3; set server inferd_http/node3 state drain");
   EXPECT_EQ(ActionCommands("inferd_grpc", {BalancerAction::kReturn, "node3", ""}),

@@ -118,7 +118,7 @@ StatusOr<std::string> HaproxyCommand(const std::string& path, const std::string&
   return answer;
 }
 
-std::string ShowStatCommand(const std::string& backend) { return "show stat " + backend + " 4 -1"; }
+std::string ShowStatCommand() { return "show stat -1 4 -1"; }
 
 bool UsableServerStatus(std::string_view status) {
   return status == "UP" || status.starts_with("UP ") || status == "no check";

@@ -20,8 +20,10 @@ namespace inferd::tools {
 StatusOr<std::string> HaproxyCommand(const std::string& path, const std::string& commands,
                                      std::chrono::milliseconds timeout);
 
-// The `show stat` command for the servers of `backend` only (type 4 = servers).
-std::string ShowStatCommand(const std::string& backend);
+// The `show stat` command for the servers of every proxy (type 4 = servers; the caller keeps its
+// backends' rows). Not `show stat NAME ...`: inferd fleet haproxy-config names each frontend like
+// its backend, and HAProxy 2.6 resolves the name to the frontend, which has no servers.
+std::string ShowStatCommand();
 
 // Parses the CSV of one or more `show stat` answers (each starting with its "# pxname,..."
 // header line) into the server rows per backend (FRONTEND/BACKEND rows and backup servers,
