@@ -220,11 +220,11 @@ class Balancer:
         raise RuntimeError(f"inferd fleet balance did not start (log {self.log_path})")
 
     def events(self):
-        """[(backend/server, "drain" | "ready")] from the log, in order."""
+        """[(backend/server, "drain" | "probe" | "restore")] from the log, in order."""
         out = []
         with open(self.log_path) as f:
             for line in f:
-                m = re.search(r"fleet balance: (\S+): (drain|ready):", line)
+                m = re.search(r"fleet balance: (\S+): (drain|probe|restore):", line)
                 if m:
                     out.append((m.group(1), m.group(2)))
         return out

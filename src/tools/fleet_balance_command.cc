@@ -59,7 +59,10 @@ void Apply(const FleetBalanceOptions& o, const std::string& backend,
            const std::vector<BalancerAction>& actions) {
   for (const BalancerAction& a : actions) {
     spdlog::info("fleet balance: {}/{}: {}: {}", backend, a.server,
-                 a.kind == BalancerAction::kShed ? "drain" : "ready", a.reason);
+                 a.kind == BalancerAction::kShed    ? "drain"
+                 : a.kind == BalancerAction::kProbe ? "probe"
+                                                    : "restore",
+                 a.reason);
     if (o.dry_run) continue;
     auto answer = HaproxyCommand(o.stats_socket, ActionCommands(backend, a), kSocketTimeout);
     if (!answer.ok()) {
@@ -76,7 +79,7 @@ CLI::App* AddFleetBalanceSubcommand(CLI::App& fleet, FleetBalanceOptions* o) {
   CLI::App* cmd = fleet.add_subcommand(
       "balance",
       "Watch HAProxy's per-server counters and drain a node that is slower than its peers "
-      "(stalls, service time), returning it on probation after a hold");
+      "(stalls, service time), probing it at weight 1 after a hold");
   cmd->add_option("--stats-socket", o->stats_socket, "HAProxy's CLI socket")->required();
   cmd->add_option("--backend", o->backends, "A backend to balance (repeatable)")
       ->capture_default_str();
@@ -85,6 +88,10 @@ CLI::App* AddFleetBalanceSubcommand(CLI::App& fleet, FleetBalanceOptions* o) {
       ->capture_default_str();
   cmd->add_option("--slower", o->slower,
                   "A node is slow when it takes this many times its peers' median service time")
+      ->check(CLI::Range(1.1, 100.0))
+      ->capture_default_str();
+  cmd->add_option("--probation-slower", o->probation_slower,
+                  "The same factor for a node on probation (it is suspect already)")
       ->check(CLI::Range(1.1, 100.0))
       ->capture_default_str();
   cmd->add_option("--min-stall-ms", o->min_stall_ms, "Shorter stalls never count")
@@ -106,7 +113,8 @@ CLI::App* AddFleetBalanceSubcommand(CLI::App& fleet, FleetBalanceOptions* o) {
       ->check(CLI::Range(1, 3600000))
       ->capture_default_str();
   cmd->add_option("--probation-ms", o->probation_ms,
-                  "After a return: one slow event within this drains it again")
+                  "After a hold the node is probed at weight 1 this long: one slow event drains "
+                  "it again")
       ->check(CLI::Range(0, 3600000))
       ->capture_default_str();
   cmd->add_option("--start-timeout-ms", o->start_timeout_ms,
@@ -140,6 +148,7 @@ StatusOr<FleetBalancerOptions> BalancerOptionsFrom(const FleetBalanceOptions& o)
   b.hold = milliseconds(o.hold_ms);
   b.max_hold = milliseconds(o.max_hold_ms);
   b.probation = milliseconds(o.probation_ms);
+  b.probation_slower = o.probation_slower;
   b.max_gap = milliseconds(std::max(1000, 10 * o.poll_ms));
   return b;
 }

@@ -22,7 +22,8 @@ struct FleetBalanceOptions {
   int poll_ms = 20;
   double slower = FleetBalancerOptions{}.slower;
   int min_stall_ms = 30, window_ms = 500, events = 2, event_memory_ms = 2000;
-  int hold_ms = 1000, max_hold_ms = 8000, probation_ms = 8000;
+  double probation_slower = FleetBalancerOptions{}.probation_slower;
+  int hold_ms = 1000, max_hold_ms = 8000, probation_ms = 5000;
   int start_timeout_ms = 10000;  // for the stats socket to answer at start
   bool dry_run = false;          // log the decisions, change nothing
   std::string log_level = "info";

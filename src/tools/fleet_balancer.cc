@@ -20,7 +20,9 @@ std::vector<BalancerAction> FleetBalancer::Update(const std::vector<ServerSample
       ++it;
       continue;
     }
-    if (it->second.shed) out.push_back({BalancerAction::kReturn, it->first, "left the backend"});
+    if (it->second.shed || it->second.on_probation) {
+      out.push_back({BalancerAction::kRestore, it->first, "left the backend"});
+    }
     it = servers_.erase(it);
   }
   const Duration dt = now - last_;
@@ -90,7 +92,7 @@ void FleetBalancer::CheckStalls(std::vector<BalancerAction>& out) {
     const double ref = PeersMedianServiceMs(name);
     if (ref <= 0) continue;  // nothing to compare with yet
     const double threshold =
-        std::max<double>(static_cast<double>(options_.min_stall.count()), options_.slower * ref);
+        std::max<double>(static_cast<double>(options_.min_stall.count()), Slower(s) * ref);
     int peers = 0;
     for (const auto& [other, o] : servers_) peers += other != name && o.usable && !o.shed;
     const int64_t peers_done = PeersDone(name) - s.peers_done_at_stall;
@@ -117,7 +119,7 @@ void FleetBalancer::CloseWindow(std::vector<BalancerAction>& out) {
   }
   for (const auto& [name, x] : fresh) {
     const double ref = PeersMedianServiceMs(name);
-    if (ref > 0 && x > options_.slower * ref) {
+    if (ref > 0 && x > Slower(servers_[name]) * ref) {
       Event(name, servers_[name],
             fmt::format("service time {:.1f} ms over the last {} ms, {:.1f}x its peers' {:.1f} ms",
                         x, options_.window.count(), x / ref, ref),
@@ -160,12 +162,15 @@ void FleetBalancer::ReturnExpired(std::vector<BalancerAction>& out) {
       s.stall_counted = false;
       s.busy = Duration(0);
       s.window_done = 0;
-      out.push_back({BalancerAction::kReturn, name,
-                     fmt::format("held {:.0f} ms: serving again, on probation for {} ms",
+      out.push_back({BalancerAction::kProbe, name,
+                     fmt::format("held {:.0f} ms: probed at weight 1 for {} ms",
                                  s.last_hold.count(), options_.probation.count())});
     } else if (s.on_probation && now - s.returned_at >= options_.probation) {
       s.on_probation = false;
       s.last_hold = Duration(0);
+      out.push_back(
+          {BalancerAction::kRestore, name,
+           fmt::format("no slow event in {} ms of probation", options_.probation.count())});
     }
   }
 }
@@ -173,11 +178,15 @@ void FleetBalancer::ReturnExpired(std::vector<BalancerAction>& out) {
 std::vector<BalancerAction> FleetBalancer::ReturnAll() {
   std::vector<BalancerAction> out;
   for (auto& [name, s] : servers_) {
-    if (!s.shed) continue;
-    s.shed = false;
-    out.push_back({BalancerAction::kReturn, name, "the balancer stops"});
+    if (!s.shed && !s.on_probation) continue;
+    s.shed = s.on_probation = false;
+    out.push_back({BalancerAction::kRestore, name, "the balancer stops"});
   }
   return out;
+}
+
+double FleetBalancer::Slower(const Server& s) const {
+  return s.on_probation ? options_.probation_slower : options_.slower;
 }
 
 double FleetBalancer::PeersMedianServiceMs(const std::string& name) const {

@@ -21,9 +21,11 @@
 //     the node, which leastconn gives the fast nodes more of) is more than `slower` × the median
 //     of its peers'. A node with fewer cores or threads: slow windows.
 // `events_to_shed` such events within `event_memory` shed the server (drain): it gets no new
-// requests for `hold`, then returns on probation; one event during probation sheds it again for
-// twice the previous hold (at most max_hold). Probation passed without one resets the hold. A
-// probe therefore costs about one stall's worth of requests on a node that is still slow.
+// requests for `hold`. Then it is *probed*: back in service at weight 1, so that least
+// connections gives it one request at a time (it is chosen only while idle), and judged by
+// `probation_slower` instead of `slower`; one event during probation sheds it again for twice the
+// previous hold (at most max_hold). A probation passed without one restores it (its configured
+// weight, the agent check). A probe of a node still slow therefore costs about one request.
 // Never more than half of the servers (rounded down) are shed, and never the last usable one.
 //
 // The class is pure (time from the injected Clock, no I/O): the caller applies the returned
@@ -57,13 +59,16 @@ struct FleetBalancerOptions {
   std::chrono::milliseconds event_memory{2000};
   std::chrono::milliseconds hold{1000};  // first shed; doubled per failed probation
   std::chrono::milliseconds max_hold{8000};
-  std::chrono::milliseconds probation{8000};  // after a return: one event sheds again
+  std::chrono::milliseconds probation{5000};  // probed at weight 1: one event sheds again
+  double probation_slower = 1.5;              // the bar while on probation
   // A poll interval longer than this (the controller was paused) resets stalls and the window.
   std::chrono::milliseconds max_gap{1000};
 };
 
 struct BalancerAction {
-  enum Kind { kShed, kReturn };
+  // kShed: drain. kProbe: ready at weight 1 (the agent still off). kRestore: ready at the
+  // configured weight, the agent on again.
+  enum Kind { kShed, kProbe, kRestore };
   Kind kind;
   std::string server;
   std::string reason;  // for the log: what was measured
@@ -74,10 +79,11 @@ class FleetBalancer {
   FleetBalancer(FleetBalancerOptions options, const Clock* clock);
 
   // Feeds one poll of every server of the backend; returns the changes to apply now, in order.
-  // A server missing from `servers` is forgotten (a shed one with a kReturn).
+  // A server missing from `servers` is forgotten (one shed or on probation with a kRestore).
   std::vector<BalancerAction> Update(const std::vector<ServerSample>& servers);
 
-  // kReturn for every server shed now (the controller's exit must not leave nodes drained).
+  // kRestore for every server shed or on probation now (the controller's exit must not leave
+  // nodes drained or at weight 1).
   std::vector<BalancerAction> ReturnAll();
 
   bool IsShed(const std::string& server) const;
@@ -108,6 +114,7 @@ class FleetBalancer {
   void Event(const std::string& name, Server& s, std::string reason,
              std::vector<BalancerAction>& out);
   void ReturnExpired(std::vector<BalancerAction>& out);
+  double Slower(const Server& s) const;  // the factor that makes `s` slow now
   double PeersMedianServiceMs(const std::string& name) const;
   int64_t PeersDone(const std::string& name) const;
   bool MayShedOneMore() const;

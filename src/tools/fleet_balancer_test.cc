@@ -15,13 +15,14 @@ using std::chrono::milliseconds;
 constexpr milliseconds kPoll{20};
 
 // A closed-loop fleet as HAProxy's counters show it, polled every 20 ms on a FakeClock: a server
-// holds `level` requests and completes one every `period` polls (none while `stalled`); each
-// completion is replaced by a new request unless the balancer drained the server.
+// holds `level` requests (1 while probed at weight 1) and completes one every `period` polls (none
+// while `stalled`); each completion is replaced by a new request unless the balancer drained the
+// server.
 class SimFleet {
  public:
   struct Server {
     int period = 1, level = 2;
-    bool stalled = false, usable = true;
+    bool stalled = false, usable = true, probed = false;
     int64_t total = 0, in_flight = 0;
   };
   struct Logged {
@@ -56,14 +57,16 @@ class SimFleet {
     std::vector<ServerSample> samples;
     for (auto& [name, s] : servers_) {
       if (!s.stalled && s.in_flight > 0 && tick_ % s.period == 0) --s.in_flight;
-      if (s.usable && s.in_flight < s.level) {
-        s.total += s.level - s.in_flight;
-        s.in_flight = s.level;
+      const int level = s.probed ? 1 : s.level;
+      if (s.usable && s.in_flight < level) {
+        s.total += level - s.in_flight;
+        s.in_flight = level;
       }
       samples.push_back({name, s.usable, s.total, s.in_flight});
     }
     for (BalancerAction& a : balancer_.Update(samples)) {
-      servers_[a.server].usable = a.kind == BalancerAction::kReturn;
+      servers_[a.server].usable = a.kind != BalancerAction::kShed;
+      servers_[a.server].probed = a.kind == BalancerAction::kProbe;
       log_.push_back({NowMs(), std::move(a)});
     }
   }
@@ -95,18 +98,18 @@ TEST(FleetBalancerTest, ANodeThatStallsIsDrainedThenProbedWithDoublingHolds) {
   SimFleet fleet(Three(5));
   fleet.Run(milliseconds(30000));
   auto sheds = fleet.Actions("node3", BalancerAction::kShed);
-  auto returns = fleet.Actions("node3", BalancerAction::kReturn);
+  auto returns = fleet.Actions("node3", BalancerAction::kProbe);
   ASSERT_GE(sheds.size(), 4u);
   ASSERT_GE(returns.size(), 3u);
   // The first window (500 ms) gives the peers' service time; two stalls later it is drained.
   EXPECT_GE(sheds[0].at_ms, 500);
   EXPECT_LE(sheds[0].at_ms, 800);
   EXPECT_NE(sheds[0].action.reason.find("stalled"), std::string::npos) << sheds[0].action.reason;
-  // Holds of 1, 2, 4, 8 s; each probe ends with the first stall.
+  // Holds of 1, 2, 4, 8 s; each probe (weight 1) ends with the first stall over 1.5 x 20 ms.
   const int64_t holds[] = {1000, 2000, 4000, 8000};
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_NEAR(returns[i].at_ms - sheds[i].at_ms, holds[i], kPoll.count()) << i;
-    EXPECT_LE(sheds[i + 1].at_ms - returns[i].at_ms, 120) << i;
+    EXPECT_LE(sheds[i + 1].at_ms - returns[i].at_ms, 120) << i;  // its first request
   }
   for (const char* peer : {"node1", "node2"}) {
     EXPECT_TRUE(fleet.Actions(peer, BalancerAction::kShed).empty()) << peer;
@@ -178,16 +181,36 @@ TEST(FleetBalancerTest, ANodeThatRecoversStaysAndItsHoldIsReset) {
   fleet["node3"].period = 1;  // recovered while drained
   fleet.Run(milliseconds(6000));
   EXPECT_FALSE(fleet.balancer().IsShed("node3"));
-  ASSERT_EQ(fleet.Actions("node3", BalancerAction::kReturn).size(), 1u);
+  ASSERT_EQ(fleet.Actions("node3", BalancerAction::kProbe).size(), 1u);
+  auto restored = fleet.Actions("node3", BalancerAction::kRestore);
+  ASSERT_EQ(restored.size(), 1u);  // after 3 s of probation at weight 1
+  EXPECT_NEAR(restored[0].at_ms - fleet.Actions("node3", BalancerAction::kProbe)[0].at_ms, 3000,
+              kPoll.count());
   EXPECT_EQ(fleet.Actions("node3", BalancerAction::kShed).size(), 1u);
   // Slow again after probation: two events are needed again, and the hold is 1 s, not 2 s.
   fleet["node3"].period = 5;
   fleet.Run(milliseconds(3000));
   auto sheds = fleet.Actions("node3", BalancerAction::kShed);
-  auto returns = fleet.Actions("node3", BalancerAction::kReturn);
+  auto returns = fleet.Actions("node3", BalancerAction::kProbe);
   ASSERT_GE(sheds.size(), 2u);
   ASSERT_GE(returns.size(), 2u);
   EXPECT_NEAR(returns[1].at_ms - sheds[1].at_ms, 1000, kPoll.count());
+}
+
+TEST(FleetBalancerTest, TheBarIsLowerOnProbation) {
+  // Twice its peers' service time: under the bar of 2.5x, over the probation's 1.5x.
+  SimFleet twice(Three(2));
+  twice.Run(milliseconds(5000));
+  EXPECT_TRUE(twice.log().empty()) << twice.log()[0].action.reason;
+  SimFleet fleet(Three(5));
+  fleet.Run(milliseconds(1000));
+  ASSERT_TRUE(fleet.balancer().IsShed("node3"));
+  fleet["node3"].period = 2;  // better, not well
+  fleet.Run(milliseconds(3000));
+  auto sheds = fleet.Actions("node3", BalancerAction::kShed);
+  ASSERT_EQ(sheds.size(), 2u);
+  EXPECT_NE(sheds[1].action.reason.find("service time"), std::string::npos)
+      << sheds[1].action.reason;
 }
 
 TEST(FleetBalancerTest, ReturnsEveryShedServerOnExitAndWhenItLeaves) {
@@ -197,7 +220,7 @@ TEST(FleetBalancerTest, ReturnsEveryShedServerOnExitAndWhenItLeaves) {
   auto all = fleet.balancer().ReturnAll();
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].server, "node3");
-  EXPECT_EQ(all[0].kind, BalancerAction::kReturn);
+  EXPECT_EQ(all[0].kind, BalancerAction::kRestore);
   EXPECT_FALSE(fleet.balancer().IsShed("node3"));
 
   SimFleet again(Three(5));
@@ -205,7 +228,7 @@ TEST(FleetBalancerTest, ReturnsEveryShedServerOnExitAndWhenItLeaves) {
   ASSERT_TRUE(again.balancer().IsShed("node3"));
   auto left = again.balancer().Update({{"node1", true, 1, 0}, {"node2", true, 1, 0}});
   ASSERT_EQ(left.size(), 1u);
-  EXPECT_EQ(left[0].kind, BalancerAction::kReturn);
+  EXPECT_EQ(left[0].kind, BalancerAction::kRestore);
   EXPECT_EQ(left[0].server, "node3");
 }
 
@@ -275,8 +298,11 @@ TEST(HaproxyStatsTest, CommandsDisableTheAgentWhileDrained) {
   EXPECT_EQ(ShowStatCommand(), "show stat -1 4 -1");
   EXPECT_EQ(ActionCommands("inferd_http", {BalancerAction::kShed, "node3", ""}),
             "disable agent inferd_http/node3; set server inferd_http/node3 state drain");
-  EXPECT_EQ(ActionCommands("inferd_grpc", {BalancerAction::kReturn, "node3", ""}),
-            "set server inferd_grpc/node3 state ready; enable agent inferd_grpc/node3");
+  EXPECT_EQ(ActionCommands("inferd_grpc", {BalancerAction::kProbe, "node3", ""}),
+            "set weight inferd_grpc/node3 1; set server inferd_grpc/node3 state ready");
+  EXPECT_EQ(ActionCommands("inferd_grpc", {BalancerAction::kRestore, "node3", ""}),
+            "set weight inferd_grpc/node3 100%; set server inferd_grpc/node3 state ready; "
+            "enable agent inferd_grpc/node3");
 }
 
 TEST(HaproxyStatsTest, AnUnreachableSocketIsAClearError) {

@@ -168,10 +168,16 @@ StatusOr<std::map<std::string, std::vector<ServerSample>>> ParseShowStat(std::st
 
 std::string ActionCommands(const std::string& backend, const BalancerAction& action) {
   const std::string server = backend + "/" + action.server;
-  if (action.kind == BalancerAction::kShed) {
-    return "disable agent " + server + "; set server " + server + " state drain";
+  switch (action.kind) {
+    case BalancerAction::kShed:
+      return "disable agent " + server + "; set server " + server + " state drain";
+    case BalancerAction::kProbe:
+      return "set weight " + server + " 1; set server " + server + " state ready";
+    case BalancerAction::kRestore:
+      break;
   }
-  return "set server " + server + " state ready; enable agent " + server;
+  return "set weight " + server + " 100%; set server " + server + " state ready; enable agent " +
+         server;
 }
 
 }  // namespace inferd::tools

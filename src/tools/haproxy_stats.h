@@ -38,8 +38,9 @@ StatusOr<std::map<std::string, std::vector<ServerSample>>> ParseShowStat(std::st
 bool UsableServerStatus(std::string_view status);
 
 // The runtime-API line applying `action` to `backend`/server: a shed disables the server's agent
-// check (its next "up ready" would undo the drain) and sets state drain; a return sets state
-// ready and enables the agent again.
+// check (its next "up ready" would undo the drain) and sets state drain; a probe sets weight 1
+// and state ready (the agent stays off, or it would set the weight back); a restore sets the
+// configured weight ("100%" of it), state ready, and enables the agent again.
 std::string ActionCommands(const std::string& backend, const BalancerAction& action);
 
 }  // namespace inferd::tools

@@ -11,8 +11,7 @@ config from `inferd fleet haproxy-config`, checked by `haproxy -c`), a small gen
   - while every server of the agent-weighted backend is drained (as agents that all find their
     node slow would leave it), requests are served through the fallback backend;
   - `inferd fleet balance` drains a node made slow (stopped 150 ms of every 200 ms, as a CPU
-    quota would) under load, returns it once it is fast again, and returns what it drained when
-    it stops;
+    quota would) under load, restores it once it is fast again, and exits cleanly on SIGTERM;
   - the standby takes no traffic until every active node is down, then serves;
   - a bad node list is refused with a clear error and a non-zero exit code.
 """
@@ -195,7 +194,7 @@ def balancer_test(fleet):
             served_slow = int(fleet.server_stats()["node3"]["stot"]) - served_before
         finally:
             quota.close()
-        returned = wait_for(lambda: node3_http()[-1:] == ["ready"] and
+        returned = wait_for(lambda: node3_http()[-1:] == ["restore"] and
                             fleet.server_stats()["node3"]["status"] == "UP", 10)
         before = int(fleet.server_stats()["node3"]["stot"])
         time.sleep(1)
@@ -207,7 +206,7 @@ def balancer_test(fleet):
           flush=True)
     check(drained, "the balancer drained the slow node3 on inferd_http within 5 s")
     check(served_slow < 30, f"node3 got few requests while slow ({served_slow})")
-    check(returned, "node3 serving again (ready, UP) once fast")
+    check(returned, "node3 restored (probed at weight 1, then its weight and agent back) once fast")
     check(served_after > 0, f"node3 serves again ({served_after})")
     check(not load.errors, f"zero client-visible errors ({load.errors[:3]})")
 
