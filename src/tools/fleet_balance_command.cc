@@ -68,7 +68,8 @@ void Apply(const FleetBalanceOptions& o, const std::string& backend,
     if (!answer.ok()) {
       spdlog::warn("fleet balance: {}/{}: {}", backend, a.server, answer.status().message());
     } else if (answer->find_first_not_of(" \r\n") != std::string::npos) {
-      spdlog::debug("fleet balance: HAProxy answered: {}", *answer);
+      // The runtime API answers these commands with nothing when they succeed.
+      spdlog::warn("fleet balance: {}/{}: HAProxy answered: {}", backend, a.server, *answer);
     }
   }
 }
