@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -259,6 +260,32 @@ TEST(NBitsTest, RepackedAtLoadEqualsRepackedPerCallAndTheScalarPath) {
       }
     }
   }
+}
+
+// Repacked weights share 16 MB blocks of large pages, and a buffer over 8 MB gets its own: each
+// copy stays intact while others come and go.
+TEST(NBitsTest, RepackedWeightsStayIntactWhileOthersComeAndGo) {
+  auto check = [](const Packed& p, const cpu::NBitsDecodeWeights& d, uint32_t seed) {
+    const std::vector<float> a = Random(p.view.k, seed);
+    std::vector<float> y(p.view.n), per_call(p.view.n);
+    cpu::NBitsMatMul(a.data(), 1, p.view, &d, y.data());
+    cpu::NBitsMatMul(a.data(), 1, p.view, per_call.data());
+    for (int64_t i = 0; i < p.view.n; ++i) ASSERT_EQ(y[i], per_call[i]) << i;
+  };
+  std::vector<Packed> packed;
+  for (int i = 0; i < 3; ++i) packed.push_back(Pack(Random(300 * 512, 40 + i), 300, 512, 4, 32, i == 2));
+  auto first = std::make_unique<cpu::NBitsDecodeWeights>(packed[0].view);
+  cpu::NBitsDecodeWeights second(packed[1].view);
+  first.reset();  // its block stays: `second` was cut from it
+  cpu::NBitsDecodeWeights third(packed[2].view);
+  check(packed[1], second, 50);
+  check(packed[2], third, 51);
+  // 4100 rows of 4096 4-bit values: 8.4 MB of codes, a block of their own.
+  const int64_t n = 4100, k = 4096;
+  Packed big = Pack(Random(n * k, 52), n, k, 4, 128, false);
+  const cpu::NBitsDecodeWeights big_d(big.view);
+  check(big, big_d, 53);
+  check(packed[1], second, 54);
 }
 
 TEST(NBitsTest, NonFiniteActivationsGiveNaN) {
