@@ -67,8 +67,10 @@ void DequantizeNBitsRow(const NBitsWeights& w, int64_t r, float* out);
 // vectors for 4 bits, 8 for 8 bits), so the int32 lanes of a product are the 8 rows' dot products
 // and need no horizontal sum. 8-bit codes are stored with their sign bit flipped (code + 128, an
 // unsigned byte). Scales [tiles, groups, 8]; when asymmetric, offsets [tiles, groups, 8] =
-// scale × the unsigned zero point (4 bits: zp; 8 bits: zp + 128). The codes are a copy: 8/7 of
-// the file's bytes for a model's MatMulNBits weights held twice in memory (the graph's and this).
+// scale × the unsigned zero point (4 bits: zp; 8 bits: zp + 128). The buffers are cut from
+// shared blocks on 2 MB pages where the OS gives them (madvise), for the kernel's long streams.
+// This is a copy: a model's MatMulNBits weights are held twice (the graph's, which the prefill
+// path reads, and this).
 class NBitsDecodeWeights {
  public:
   static constexpr int64_t kTile = 8;
