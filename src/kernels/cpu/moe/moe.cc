@@ -1,0 +1,285 @@
+// ai.inferd.MoE (moe.h): routing, tokens grouped by expert, PanelGemm products per expert.
+#include "kernels/cpu/moe/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "kernels/cpu/fused/register.h"
+#include "kernels/cpu/register.h"
+#include "kernels/cpu/util/kernel_util.h"
+
+namespace inferd::cpu {
+namespace {
+
+constexpr int64_t kPanel = PanelWeights::kPanel;
+
+// Which experts each token goes to, and the expert-ordered rows the products run on.
+struct Routing {
+  int64_t k = 0;
+  std::vector<int32_t> expert;   // [t * k]: token's j-th expert, best first
+  std::vector<float> weight;     // [t * k]: its weight
+  std::vector<int64_t> row;      // [t * k]: its row in the expert-ordered buffers
+  std::vector<int64_t> offset;   // [E + 1]: expert e's rows are offset[e] .. offset[e + 1) - 1
+  std::vector<int64_t> token;    // [t * k]: the token of each expert-ordered row
+};
+
+// Softmax over one token's logits, the top k (ties: lower index; a NaN never wins a comparison,
+// so k distinct experts are always chosen), renormalized when `normalize`.
+void RouteToken(const float* logits, int64_t e, int64_t k, bool normalize, int32_t* chosen,
+                float* weights) {
+  float m = logits[0];
+  for (int64_t i = 1; i < e; ++i) m = std::max(m, logits[i]);
+  std::vector<float> p(e);
+  float sum = 0;
+  for (int64_t i = 0; i < e; ++i) sum += p[i] = std::exp(logits[i] - m);
+  for (int64_t i = 0; i < e; ++i) p[i] /= sum;
+  std::vector<bool> taken(e, false);
+  float top_sum = 0;
+  for (int64_t j = 0; j < k; ++j) {
+    int64_t best = 0;
+    while (taken[best]) ++best;
+    for (int64_t i = best + 1; i < e; ++i) {
+      if (!taken[i] && p[i] > p[best]) best = i;
+    }
+    taken[best] = true;
+    chosen[j] = static_cast<int32_t>(best);
+    weights[j] = p[best];
+    top_sum += p[best];
+  }
+  if (normalize) {
+    for (int64_t j = 0; j < k; ++j) weights[j] /= top_sum;
+  }
+}
+
+Routing Route(const float* logits, int64_t t, int64_t e, int64_t k, bool normalize) {
+  Routing r;
+  r.k = k;
+  r.expert.resize(t * k);
+  r.weight.resize(t * k);
+  for (int64_t i = 0; i < t; ++i) {
+    RouteToken(logits + i * e, e, k, normalize, &r.expert[i * k], &r.weight[i * k]);
+  }
+  r.offset.assign(e + 1, 0);
+  for (int32_t x : r.expert) ++r.offset[x + 1];
+  for (int64_t i = 0; i < e; ++i) r.offset[i + 1] += r.offset[i];
+  std::vector<int64_t> next(r.offset.begin(), r.offset.end() - 1);
+  r.row.resize(t * k);
+  r.token.resize(t * k);
+  for (int64_t i = 0; i < t * k; ++i) {  // token order within an expert
+    const int64_t row = next[r.expert[i]]++;
+    r.row[i] = row;
+    r.token[row] = i / k;
+  }
+  return r;
+}
+
+inline float SiLU(float x) {  // x * sigmoid(x), sigmoid from e^-|x| (never overflows)
+  const float e = std::exp(-std::fabs(x));
+  return x * (x < 0.f ? e / (1.f + e) : 1.f / (1.f + e));
+}
+
+// One unit of work of a product phase: expert e's rows against its panel p.
+struct Item {
+  int64_t expert, panel;
+};
+
+std::vector<Item> Items(const Routing& r, int64_t experts, int64_t panels) {
+  std::vector<Item> items;
+  for (int64_t e = 0; e < experts; ++e) {
+    if (r.offset[e + 1] == r.offset[e]) continue;  // no token: its weights are not read
+    for (int64_t p = 0; p < panels; ++p) items.push_back({e, p});
+  }
+  return items;
+}
+
+// g [rows, I] = SiLU(a · gate[e]) ⊙ (a · up[e]) for each expert's rows of a [rows, H]; u is
+// scratch of g's size.
+void GateUp(const MoeWeights& w, const Routing& r, const float* a, float* g, float* u) {
+  const int64_t h = w.hidden, n = w.inter;
+  const std::vector<Item> items = Items(r, w.experts, (n + kPanel - 1) / kPanel);
+  ParallelFor(static_cast<int64_t>(items.size()), 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t e = items[i].expert, c0 = items[i].panel * kPanel;
+      const int64_t r0 = r.offset[e], m = r.offset[e + 1] - r0, cols = std::min(kPanel, n - c0);
+      const float* ae = a + r0 * h;
+      float* ge = g + r0 * n + c0;
+      float* ue = u + r0 * n + c0;
+      PanelGemmPanel(ae, m, h, w.gate[e].panel(items[i].panel), cols, ge, n);
+      PanelGemmPanel(ae, m, h, w.up[e].panel(items[i].panel), cols, ue, n);
+      for (int64_t row = 0; row < m; ++row) {
+        for (int64_t c = 0; c < cols; ++c) ge[row * n + c] = SiLU(ge[row * n + c]) * ue[row * n + c];
+      }
+    }
+  });
+}
+
+// d [rows, H] = g · down[e] for each expert's rows of g [rows, I].
+void Down(const MoeWeights& w, const Routing& r, const float* g, float* d) {
+  const int64_t h = w.hidden, n = w.inter;
+  const std::vector<Item> items = Items(r, w.experts, (h + kPanel - 1) / kPanel);
+  ParallelFor(static_cast<int64_t>(items.size()), 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t e = items[i].expert, c0 = items[i].panel * kPanel;
+      const int64_t r0 = r.offset[e], m = r.offset[e + 1] - r0, cols = std::min(kPanel, h - c0);
+      PanelGemmPanel(g + r0 * n, m, n, w.down[e].panel(items[i].panel), cols, d + r0 * h + c0, h);
+    }
+  });
+}
+
+}  // namespace
+
+void PackMoeWeights(const float* router, const float* gate, const float* up, const float* down,
+                    int64_t h, int64_t i, int64_t e, MoeWeights* w) {
+  w->hidden = h;
+  w->inter = i;
+  w->experts = e;
+  w->router.Pack(router, h, e);
+  w->gate.resize(e);
+  w->up.resize(e);
+  w->down.resize(e);
+  for (int64_t x = 0; x < e; ++x) {
+    w->gate[x].Pack(gate + x * h * i, h, i);
+    w->up[x].Pack(up + x * h * i, h, i);
+    w->down[x].Pack(down + x * i * h, i, h);
+  }
+}
+
+void MoeForward(const float* x, int64_t t, const MoeWeights& w, int top_k, bool normalize,
+                float* y, int64_t* counts) {
+  const int64_t h = w.hidden, n = w.inter, e = w.experts, k = top_k;
+  if (counts) std::fill_n(counts, e, int64_t{0});
+  if (t <= 0) return;
+  const int64_t rows = t * k;
+  // Uninitialized scratch (every element is written before it is read): router logits, the
+  // gathered rows, the gate and up products, the down products.
+  std::unique_ptr<float[]> buf(new float[t * e + rows * (2 * h + 2 * n)]);
+  float* logits = buf.get();
+  float* a = logits + t * e;
+  float* g = a + rows * h;
+  float* u = g + rows * n;
+  float* d = u + rows * n;
+  PanelGemm(x, t, w.router, logits);
+  const Routing r = Route(logits, t, e, k, normalize);
+  if (counts) {
+    for (int64_t i = 0; i < e; ++i) counts[i] = r.offset[i + 1] - r.offset[i];
+  }
+  ParallelFor(rows, std::max<int64_t>(1, 4096 / h), [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) {
+      std::copy_n(x + r.token[row] * h, h, a + row * h);
+    }
+  });
+  GateUp(w, r, a, g, u);
+  Down(w, r, g, d);
+  // The weighted sum of each token's expert rows, best expert first: the same order whatever
+  // else is in the batch.
+  ParallelFor(t, std::max<int64_t>(1, 4096 / h), [&](int64_t t0, int64_t t1) {
+    for (int64_t tok = t0; tok < t1; ++tok) {
+      float* dst = y + tok * h;
+      for (int64_t j = 0; j < k; ++j) {
+        const float wj = r.weight[tok * k + j];
+        const float* src = d + r.row[tok * k + j] * h;
+        if (j == 0) {
+          for (int64_t c = 0; c < h; ++c) dst[c] = wj * src[c];
+        } else {
+          for (int64_t c = 0; c < h; ++c) dst[c] += wj * src[c];
+        }
+      }
+    }
+  });
+}
+
+namespace {
+
+// Checks one weight input: a constant float32 tensor of `want` shape.
+Status CheckWeight(const KernelInfo& info, size_t i, const char* what, const Shape& want) {
+  const Node& node = info.node();
+  const Tensor* t = info.ConstantInput(i);
+  if (t == nullptr) {
+    return InvalidArgument("{}: {} (input {}) must be an initializer (constant weights)",
+                           node.Describe(), what, i);
+  }
+  if (t->dtype() != DataType::kFloat32 || t->shape() != want) {
+    return InvalidArgument("{}: {} must be float32 {}, got {}", node.Describe(), what,
+                           ShapeToString(want), t->DebugString());
+  }
+  return Status::Ok();
+}
+
+class MoeKernel final : public OpKernel {
+ public:
+  Status Init(const KernelInfo& info) override {
+    const Node& node = info.node();
+    if (info.NumInputs() != 5) {
+      return InvalidArgument("{}: needs 5 inputs (X, router, gate, up, down), got {}",
+                             node.Describe(), info.NumInputs());
+    }
+    const Tensor* router = info.ConstantInput(1);
+    const Tensor* gate = info.ConstantInput(2);
+    if (!router || router->rank() != 2 || !gate || gate->rank() != 3) {
+      return InvalidArgument(
+          "{}: router must be a constant [H, E] and gate a constant [E, H, I] (got {} and {})",
+          node.Describe(), router ? router->DebugString() : "a run-time input",
+          gate ? gate->DebugString() : "a run-time input");
+    }
+    const int64_t h = router->dim(0), e = router->dim(1), n = gate->dim(2);
+    if (h < 1 || e < 1 || n < 1) {
+      return InvalidArgument("{}: empty router or experts ({}, {})", node.Describe(),
+                             router->DebugString(), gate->DebugString());
+    }
+    RETURN_IF_ERROR(CheckWeight(info, 1, "router", {h, e}));
+    RETURN_IF_ERROR(CheckWeight(info, 2, "gate", {e, h, n}));
+    RETURN_IF_ERROR(CheckWeight(info, 3, "up", {e, h, n}));
+    RETURN_IF_ERROR(CheckWeight(info, 4, "down", {e, n, h}));
+    const int64_t top_k = node.GetInt("top_k", 2), normalize = node.GetInt("normalize", 1);
+    if (top_k < 1 || top_k > e) {
+      return InvalidArgument("{}: top_k {} outside 1..{} (the number of experts)",
+                             node.Describe(), top_k, e);
+    }
+    if (normalize != 0 && normalize != 1) {
+      return InvalidArgument("{}: normalize must be 0 or 1, got {}", node.Describe(), normalize);
+    }
+    top_k_ = static_cast<int>(top_k);
+    normalize_ = normalize == 1;
+    PackMoeWeights(router->data<float>(), gate->data<float>(), info.ConstantInput(3)->data<float>(),
+                   info.ConstantInput(4)->data<float>(), h, n, e, &w_);
+    for (size_t i = 1; i <= 4; ++i) info.ReleaseConstantInput(i);  // one copy: the packed one
+    return Status::Ok();
+  }
+
+  Status Compute(KernelContext& ctx) const override {
+    const Node& node = ctx.node();
+    const Tensor* x = ctx.Input(0);
+    if (!x || x->dtype() != DataType::kFloat32 || x->rank() < 1 ||
+        x->shape().back() != w_.hidden) {
+      return InvalidArgument("{}: X must be float32 [..., {}], got {}", node.Describe(),
+                             w_.hidden, x ? x->DebugString() : "nothing");
+    }
+    Tensor* y = ctx.AllocateOutputUninitialized(0, DataType::kFloat32, x->shape());
+    int64_t* counts = nullptr;
+    if (ctx.OutputRequested(1)) {
+      counts = ctx.AllocateOutput(1, DataType::kInt64, {w_.experts})->data<int64_t>();
+    }
+    MoeForward(x->data<float>(), x->NumElements() / w_.hidden, w_, top_k_, normalize_,
+               y->data<float>(), counts);
+    return Status::Ok();
+  }
+
+ private:
+  MoeWeights w_;
+  int top_k_ = 2;
+  bool normalize_ = true;
+};
+
+}  // namespace
+
+void RegisterMoeKernels(KernelRegistry& r) {
+  KernelDef def;
+  def.domain = kInferdDomain;
+  def.op_type = "MoE";
+  def.types = {DataType::kFloat32};
+  def.factory = MakeKernel<MoeKernel>();
+  r.Register(std::move(def));
+}
+
+}  // namespace inferd::cpu
