@@ -13,6 +13,7 @@ namespace inferd::cpu {
 namespace {
 
 constexpr int64_t kPanel = PanelWeights::kPanel;
+constexpr int64_t kParallelRows = 128;  // token x expert rows from which every phase is parallel
 
 // Which experts each token goes to, and the expert-ordered rows the products run on.
 struct Routing {
@@ -159,12 +160,30 @@ void MoeForward(const float* x, int64_t t, const MoeWeights& w, int top_k, bool 
   float* g = a + rows * h;
   float* u = g + rows * n;
   float* d = u + rows * n;
-  PanelGemm(x, t, w.router, logits);
+  // Decode-sized steps run the small parts (router product, gather, weighted sum: ~T·H·E and
+  // T·k·H operations) on the calling thread: an OpenMP region costs more than they do, and more
+  // still on a loaded host where every barrier waits for a descheduled thread.
+  const bool small = t * k < kParallelRows;
+  if (small) {
+    for (int64_t p = 0; p < w.router.num_panels(); ++p) {
+      PanelGemmPanel(x, t, h, w.router.panel(p), std::min(kPanel, e - p * kPanel),
+                     logits + p * kPanel, e);
+    }
+  } else {
+    PanelGemm(x, t, w.router, logits);
+  }
   const Routing r = Route(logits, t, e, k, normalize);
   if (counts) {
     for (int64_t i = 0; i < e; ++i) counts[i] = r.offset[i + 1] - r.offset[i];
   }
-  ParallelFor(rows, std::max<int64_t>(1, 4096 / h), [&](int64_t r0, int64_t r1) {
+  auto loop = [&](int64_t count, auto&& fn) {
+    if (small) {
+      fn(int64_t{0}, count);
+    } else {
+      ParallelFor(count, std::max<int64_t>(1, 4096 / h), fn);
+    }
+  };
+  loop(rows, [&](int64_t r0, int64_t r1) {
     for (int64_t row = r0; row < r1; ++row) {
       std::copy_n(x + r.token[row] * h, h, a + row * h);
     }
@@ -173,7 +192,7 @@ void MoeForward(const float* x, int64_t t, const MoeWeights& w, int top_k, bool 
   Down(w, r, g, d);
   // The weighted sum of each token's expert rows, best expert first: the same order whatever
   // else is in the batch.
-  ParallelFor(t, std::max<int64_t>(1, 4096 / h), [&](int64_t t0, int64_t t1) {
+  loop(t, [&](int64_t t0, int64_t t1) {
     for (int64_t tok = t0; tok < t1; ++tok) {
       float* dst = y + tok * h;
       for (int64_t j = 0; j < k; ++j) {

@@ -121,15 +121,23 @@ TEST(MoE, CountsAddUpToTokensTimesTopK) {
   EXPECT_GT(used, 2) << "random routing should spread 50 tokens over more than 2 experts";
 }
 
-// A token's output is bit-identical alone or among 20 (the batch changes only how many rows each
-// expert's products have).
+// A token's output is bit-identical alone, among 20 (a decode-sized step: small parts on the
+// calling thread) or among 100 (every phase parallel): the batch changes only how many rows each
+// expert's products have.
 TEST(MoE, ATokenDoesNotDependOnTheBatch) {
   const MoeCase c{48, 40, 8};
   const MoeInputs w = RandomWeights(c, 9);
-  const Tensor batch = RandomFloat({1, 20, c.h}, -1.f, 1.f, 4);
+  const Tensor batch = RandomFloat({1, 100, c.h}, -1.f, 1.f, 4);
   auto all = RunMoe(batch, w, 2, 1, 1);
   ASSERT_TRUE(all.ok()) << all.status().ToString();
-  for (int64_t tok : {0, 7, 19}) {
+  Tensor twenty = Tensor::Allocate(DataType::kFloat32, {1, 20, c.h});
+  std::copy_n(batch.data<float>(), 20 * c.h, twenty.data<float>());
+  auto some = RunMoe(twenty, w, 2, 1, 1);
+  ASSERT_TRUE(some.ok()) << some.status().ToString();
+  for (int64_t o = 0; o < 20 * c.h; ++o) {
+    ASSERT_EQ((*some)[0].data<float>()[o], (*all)[0].data<float>()[o]) << o;
+  }
+  for (int64_t tok : {0, 7, 19, 99}) {
     Tensor one = Tensor::Allocate(DataType::kFloat32, {1, 1, c.h});
     std::copy_n(batch.data<float>() + tok * c.h, c.h, one.data<float>());
     auto alone = RunMoe(one, w, 2, 1, 1);
