@@ -85,6 +85,12 @@ struct Item {
   int64_t expert, panel;
 };
 
+// Starts loading the first lines of a panel (4 KB) into L2 while the current item computes: the
+// hardware prefetcher then finds a running stream instead of a cold start at every panel.
+inline void PrefetchPanel(const float* panel) {
+  for (int64_t line = 0; line < 64; ++line) __builtin_prefetch(panel + line * kPanel, 0, 2);
+}
+
 std::vector<Item> Items(const Routing& r, int64_t experts, int64_t panels) {
   std::vector<Item> items;
   for (int64_t e = 0; e < experts; ++e) {
@@ -106,6 +112,10 @@ void GateUp(const MoeWeights& w, const Routing& r, const float* a, float* g, flo
       const float* ae = a + r0 * h;
       float* ge = g + r0 * n + c0;
       float* ue = u + r0 * n + c0;
+      if (i + 1 < i1) {
+        PrefetchPanel(w.gate[items[i + 1].expert].panel(items[i + 1].panel));
+        PrefetchPanel(w.up[items[i + 1].expert].panel(items[i + 1].panel));
+      }
       PanelGemmPanel(ae, m, h, w.gate[e].panel(items[i].panel), cols, ge, n);
       PanelGemmPanel(ae, m, h, w.up[e].panel(items[i].panel), cols, ue, n);
       for (int64_t row = 0; row < m; ++row) {
@@ -123,6 +133,7 @@ void Down(const MoeWeights& w, const Routing& r, const float* g, float* d) {
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t e = items[i].expert, c0 = items[i].panel * kPanel;
       const int64_t r0 = r.offset[e], m = r.offset[e + 1] - r0, cols = std::min(kPanel, h - c0);
+      if (i + 1 < i1) PrefetchPanel(w.down[items[i + 1].expert].panel(items[i + 1].panel));
       PanelGemmPanel(g + r0 * n, m, n, w.down[e].panel(items[i].panel), cols, d + r0 * h + c0, h);
     }
   });
