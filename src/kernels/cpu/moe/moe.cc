@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 
 #include "kernels/cpu/fused/register.h"
@@ -80,6 +81,85 @@ inline float SiLU(float x) {  // x * sigmoid(x), sigmoid from e^-|x| (never over
   return x * (x < 0.f ? e / (1.f + e) : 1.f / (1.f + e));
 }
 
+// The products of one expert's rows with one [K, 16] panel: y[:, 0..cols) (row stride ldy) =
+// a [m, k] · panel. PanelGemm's tile order (K in blocks of 256, rows in tiles of at most 6, each
+// element summed k by k within a block, the blocks added in order), so a row's result does not
+// depend on m; unlike PanelGemmPanel the first row tile of each block prefetches the panel
+// 2 KB ahead (into the next block, and past the panel's end into the next panel of the same
+// expert, which follows it in memory): at the 2-6 rows per expert of a decode step the products
+// stream their weights from memory and the hardware prefetcher alone keeps too few lines in
+// flight.
+typedef float V8 __attribute__((vector_size(32)));
+typedef float V8u __attribute__((vector_size(32), aligned(4), may_alias));
+constexpr int64_t kKBlock = 256, kMaxRows = 6, kAhead = 32;  // kAhead: lines of 64 bytes
+
+inline V8 Load8(const float* p) { return *reinterpret_cast<const V8u*>(p); }
+inline void Store8(float* p, V8 v) { *reinterpret_cast<V8u*>(p) = v; }
+
+template <int MR>
+void StreamTile(const float* a, int64_t lda, const float* b, int64_t kc, float* c, int64_t ldc,
+                bool accumulate, bool prefetch) {
+  V8 acc[MR][2];
+  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = V8{};
+  for (int64_t k = 0; k < kc; ++k) {
+    if (prefetch) __builtin_prefetch(b + (k + kAhead) * kPanel, 0, 2);
+    const V8 b0 = Load8(b + k * kPanel), b1 = Load8(b + k * kPanel + 8);
+    for (int r = 0; r < MR; ++r) {
+      const float av = a[r * lda + k];
+      acc[r][0] += av * b0;
+      acc[r][1] += av * b1;
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    float* dst = c + r * ldc;
+    V8 v0 = acc[r][0], v1 = acc[r][1];
+    if (accumulate) {
+      v0 = Load8(dst) + v0;
+      v1 = Load8(dst + 8) + v1;
+    }
+    Store8(dst, v0);
+    Store8(dst + 8, v1);
+  }
+}
+
+void RunStreamTile(int mr, const float* a, int64_t lda, const float* b, int64_t kc, float* c,
+                   int64_t ldc, bool accumulate, bool prefetch) {
+  switch (mr) {
+    case 1: return StreamTile<1>(a, lda, b, kc, c, ldc, accumulate, prefetch);
+    case 2: return StreamTile<2>(a, lda, b, kc, c, ldc, accumulate, prefetch);
+    case 3: return StreamTile<3>(a, lda, b, kc, c, ldc, accumulate, prefetch);
+    case 4: return StreamTile<4>(a, lda, b, kc, c, ldc, accumulate, prefetch);
+    case 5: return StreamTile<5>(a, lda, b, kc, c, ldc, accumulate, prefetch);
+    default: return StreamTile<6>(a, lda, b, kc, c, ldc, accumulate, prefetch);
+  }
+}
+
+void ExpertPanel(const float* a, int64_t m, int64_t k, const float* panel, int64_t cols,
+                 float* y, int64_t ldy) {
+  const int64_t tiles = (m + kMaxRows - 1) / kMaxRows;
+  auto begin = [&](int64_t i) { return m * i / tiles; };  // balanced tiles, as PanelGemm's
+  if (cols == kPanel) {
+    for (int64_t k0 = 0; k0 < k; k0 += kKBlock) {
+      const int64_t kc = std::min(kKBlock, k - k0);
+      for (int64_t i = 0; i < tiles; ++i) {
+        const int64_t row = begin(i);
+        RunStreamTile(static_cast<int>(begin(i + 1) - row), a + row * k + k0, k,
+                      panel + k0 * kPanel, kc, y + row * ldy, ldy, k0 > 0, i == 0);
+      }
+    }
+    return;
+  }
+  alignas(64) float tmp[kMaxRows * kPanel];
+  for (int64_t i = 0; i < tiles; ++i) {
+    const int64_t row = begin(i), mr = begin(i + 1) - row;
+    for (int64_t k0 = 0; k0 < k; k0 += kKBlock) {
+      RunStreamTile(static_cast<int>(mr), a + row * k + k0, k, panel + k0 * kPanel,
+                    std::min(kKBlock, k - k0), tmp, kPanel, k0 > 0, true);
+    }
+    for (int64_t r = 0; r < mr; ++r) std::memcpy(y + (row + r) * ldy, tmp + r * kPanel, cols * 4);
+  }
+}
+
 // One unit of work of a product phase: expert e's rows against its panel p.
 struct Item {
   int64_t expert, panel;
@@ -116,8 +196,8 @@ void GateUp(const MoeWeights& w, const Routing& r, const float* a, float* g, flo
         PrefetchPanel(w.gate[items[i + 1].expert].panel(items[i + 1].panel));
         PrefetchPanel(w.up[items[i + 1].expert].panel(items[i + 1].panel));
       }
-      PanelGemmPanel(ae, m, h, w.gate[e].panel(items[i].panel), cols, ge, n);
-      PanelGemmPanel(ae, m, h, w.up[e].panel(items[i].panel), cols, ue, n);
+      ExpertPanel(ae, m, h, w.gate[e].panel(items[i].panel), cols, ge, n);
+      ExpertPanel(ae, m, h, w.up[e].panel(items[i].panel), cols, ue, n);
       for (int64_t row = 0; row < m; ++row) {
         for (int64_t c = 0; c < cols; ++c) ge[row * n + c] = SiLU(ge[row * n + c]) * ue[row * n + c];
       }
@@ -134,7 +214,7 @@ void Down(const MoeWeights& w, const Routing& r, const float* g, float* d) {
       const int64_t e = items[i].expert, c0 = items[i].panel * kPanel;
       const int64_t r0 = r.offset[e], m = r.offset[e + 1] - r0, cols = std::min(kPanel, h - c0);
       if (i + 1 < i1) PrefetchPanel(w.down[items[i + 1].expert].panel(items[i + 1].panel));
-      PanelGemmPanel(g + r0 * n, m, n, w.down[e].panel(items[i].panel), cols, d + r0 * h + c0, h);
+      ExpertPanel(g + r0 * n, m, n, w.down[e].panel(items[i].panel), cols, d + r0 * h + c0, h);
     }
   });
 }
