@@ -13,8 +13,9 @@
 // The kernel groups the step's tokens by expert, so each expert's weights are read once per call
 // for all the tokens routed to it: router product, top-k per token, the rows of each expert
 // gathered, then gate/up panels with SiLU · up fused, down panels, and the weighted sum of each
-// token's top_k expert rows. Every product runs PanelGemm's tiles over weights packed once at
-// load (kernels/cpu/util/panel_gemm.h), so a token's output is bit-identical alone or in a batch.
+// token's top_k expert rows. The weights are packed once at load into PanelGemm's panels
+// (kernels/cpu/util/panel_gemm.h) and every product sums in PanelGemm's order, so a token's
+// output is bit-identical alone or in a batch.
 // The router and expert weights must be initializers (constant); a shape or type mismatch, or
 // top_k outside 1..E, fails the session's creation naming the node. Registered by
 // RegisterMoeKernels (kernels/cpu/register.h).
