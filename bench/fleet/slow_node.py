@@ -4,18 +4,22 @@
 Three `inferd serve` nodes (1 inference thread each) serve a compute-bound model (mlp_model.py)
 on 127.0.0.1. Three HAProxies front the same nodes: least connections with agent weights (the
 configuration `inferd fleet haproxy-config` writes by default), least connections without agent
-checks, and round-robin without agent checks. One node is made slower by a CPU quota: it is
+checks, and round-robin without agent checks; `inferd fleet balance` (the fleet balancer,
+drains a node slower than its peers) runs on the first proxy's stats socket, which is then
+"leastconn+agent+balance", and a fourth proxy is least connections with agent weights alone
+("leastconn+agent"). One node is made slower by a CPU quota: it is
 stopped (SIGSTOP) for (1 - share) of every period and continued (SIGCONT) for the rest, which is
 what a cgroup CPU quota (cpu.cfs_quota_us / cpu.cfs_period_us) does to a busy process; this
 needs no cgroup rights. `inferd bench` drives closed-loop load through one HAProxy at a time,
 phases alternating in the same run:
 
-    healthy / leastconn+agent, slow / leastconn+agent, slow / leastconn, slow / roundrobin
+    healthy / leastconn+agent+balance, slow / leastconn+agent+balance, slow / leastconn+agent,
+    slow / leastconn, slow / roundrobin
 
 repeated --rounds times. Reported: P50/P99 per phase (median over rounds), the share of requests
-each node served, the agent weights HAProxy held, the load average before and after. Done when
-(issue 18): slow P99 with agent weights <= 1.3x the healthy P99 and >= 2x better than
-round-robin.
+each node served, the agent weights HAProxy held, the balancer's drains, the load average before
+and after. Done when (issue 18): slow P99 with agent weights and least connections (here with
+the balancer) <= 1.3x the healthy P99 and >= 2x better than round-robin.
 
     bench/fleet/slow_node.py --inferd build/inferd --work-dir build/bench_fleet
 """
@@ -33,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "deploy", "fleet"))
 from mlp_model import write_mlp_repository  # noqa: E402
-from run_fleet import Haproxy, Node  # noqa: E402
+from run_fleet import Balancer, Haproxy, Node  # noqa: E402
 
 
 class CpuQuota:
@@ -97,6 +101,13 @@ def weights(proxy):
     return [r["weight"] for _, r in sorted(proxy.server_stats().items())]
 
 
+def cpu_seconds(pid):
+    """User + system CPU time of process `pid` so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def lscpu_model():
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
@@ -125,13 +136,15 @@ def main():
                     help="every node's --agent-slow-speed (default: inferd serve's)")
     ap.add_argument("--node-log-level", default=None,
                     help="the nodes' --log-level (debug: every agent reply with its speed)")
+    ap.add_argument("--balancer-arg", action="append", default=[],
+                    help="extra `inferd fleet balance` flag (repeatable)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
     os.makedirs(args.work_dir, exist_ok=True)
     repo = os.path.join(args.work_dir, "repo")
     write_mlp_repository(repo, args.layers)
     load_before = os.getloadavg()
-    nodes, proxies, quota = [], {}, None
+    nodes, proxies, quota, balancer = [], {}, None, None
     results = {}
     try:
         for i in range(3):
@@ -146,6 +159,8 @@ def main():
         for node in nodes:
             node.wait_started()
         proxies = {
+            "leastconn+agent+balance": Haproxy(args.inferd, args.work_dir, nodes, "balance",
+                                               config_args=["--agent-inter-ms", "250"]),
             "leastconn+agent": Haproxy(args.inferd, args.work_dir, nodes, "leastconn_agent",
                                        config_args=["--agent-inter-ms", "250"]),
             "leastconn": Haproxy(args.inferd, args.work_dir, nodes, "leastconn", agent=False),
@@ -154,9 +169,14 @@ def main():
         }
         for p in proxies.values():
             p.start()
+        balancer = Balancer(args.inferd, proxies["leastconn+agent+balance"],
+                            os.path.join(args.work_dir, "balancer.log"),
+                            ["--backend", "inferd_http"] + args.balancer_arg)
+        balancer.start()
+        balancer_started = time.time()
         quota = CpuQuota(nodes[2].proc.pid, args.share, args.period_ms / 1000)
-        phases = [("healthy", "leastconn+agent"), ("slow", "leastconn+agent"),
-                  ("slow", "leastconn"), ("slow", "roundrobin")]
+        phases = [("healthy", "leastconn+agent+balance"), ("slow", "leastconn+agent+balance"),
+                  ("slow", "leastconn+agent"), ("slow", "leastconn"), ("slow", "roundrobin")]
         for r in range(args.rounds):
             for state, name in phases:
                 proxy = proxies[name]
@@ -168,16 +188,23 @@ def main():
                 total = sum(after[k] - before[k] for k in after) or 1
                 share = [round((after[k] - before[k]) / total, 3) for k in sorted(after)]
                 key = f"{state} / {name}"
+                drains = sum(1 for _, e in balancer.events() if e == "drain")
                 results.setdefault(key, []).append(
                     {"p50_ms": point["p50_ms"], "p99_ms": point["p99_ms"],
                      "throughput": point["throughput"], "errors": point["errors"],
                      "node_share": share, "weights": weights(proxy),
-                     "fallback_share": round((fb_after - fb_before) / total, 3)})
-                print(f"round {r + 1} {key:28s} p50 {point['p50_ms']:7.2f} ms  p99 "
+                     "fallback_share": round((fb_after - fb_before) / total, 3),
+                     "balancer_drains_so_far": drains})
+                print(f"round {r + 1} {key:36s} p50 {point['p50_ms']:7.2f} ms  p99 "
                       f"{point['p99_ms']:7.2f} ms  {point['throughput']:6.1f} infer/s  errors "
                       f"{point['errors']}  node share {share}  weights {weights(proxy)}  "
-                      f"fallback {(fb_after - fb_before) / total:.1%}", flush=True)
+                      f"fallback {(fb_after - fb_before) / total:.1%}  balancer drains so far "
+                      f"{drains}", flush=True)
+        balancer_cpu_s = cpu_seconds(balancer.proc.pid)
+        balancer_wall_s = time.time() - balancer_started
     finally:
+        if balancer:
+            balancer.stop()
         if quota:
             quota.close()
         for p in proxies.values():
@@ -186,17 +213,24 @@ def main():
             node.stop()
     load_after = os.getloadavg()
     p99 = {k: statistics.median(x["p99_ms"] for x in v) for k, v in results.items()}
-    healthy, agent = p99["healthy / leastconn+agent"], p99["slow / leastconn+agent"]
+    healthy = p99["healthy / leastconn+agent+balance"]
+    agent = p99["slow / leastconn+agent+balance"]
     rr = p99["slow / roundrobin"]
+    drains = {}
+    for server, e in (balancer.events() if balancer else []):
+        drains[server] = drains.get(server, 0) + (e == "drain")
     summary = {"cpu": lscpu_model(), "cores": os.cpu_count(), "load_before": load_before,
                "load_after": load_after, "args": vars(args), "median_p99_ms": p99,
                "slow_vs_healthy": agent / healthy, "roundrobin_vs_agent": rr / agent,
+               "balancer_drains": drains, "balancer_cpu_share": balancer_cpu_s / balancer_wall_s,
                "phases": results}
     print(f"\nCPU {summary['cpu']} ({summary['cores']} cores); load average before "
           f"{load_before[0]:.1f} {load_before[1]:.1f} {load_before[2]:.1f}, after "
           f"{load_after[0]:.1f} {load_after[1]:.1f} {load_after[2]:.1f}")
     for k, v in p99.items():
-        print(f"  median P99 {k:28s} {v:7.2f} ms")
+        print(f"  median P99 {k:36s} {v:7.2f} ms")
+    print(f"  balancer drains per server: {drains}; its CPU: {balancer_cpu_s:.2f} s in "
+          f"{balancer_wall_s:.0f} s ({balancer_cpu_s / balancer_wall_s:.2%} of a core)")
     for i in range(3):
         try:
             with open(os.path.join(args.work_dir, f"node{i + 1}.log")) as f:
@@ -205,8 +239,8 @@ def main():
             sheds = "?"
         summary[f"node{i + 1}_sheds"] = sheds
         print(f"  node{i + 1}: shed for being slow {sheds} time(s)")
-    print(f"  slow with agent weights / healthy: {agent / healthy:.2f}x (target <= 1.3x)")
-    print(f"  round-robin / agent weights:       {rr / agent:.2f}x (target >= 2x)")
+    print(f"  slow, agent weights + balancer / healthy: {agent / healthy:.2f}x (target <= 1.3x)")
+    print(f"  round-robin / agent weights + balancer:   {rr / agent:.2f}x (target >= 2x)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=1)

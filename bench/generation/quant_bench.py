@@ -2,6 +2,7 @@
 """Single-stream decode of weight-only INT8/INT4 inferd against FP32 and llama.cpp Q4_0 (issue 16.2).
 
     bench/generation/quant_bench.py [--model llama-110m] [--rounds 2] [--steps 32] [--threads 2]
+        [--spincount 10000]
 
 One run, peers alternating: every round runs, one after the other, inferd FP32, INT8 and INT4
 (build/inferd_runner_bench on the model folder and on the folders `inferd quantize --precision
@@ -38,7 +39,7 @@ def quantized(inferd, model_dir, out, precision, group):
 
 
 def runner(bench, folder, o):
-    env = dict(os.environ, GOMP_SPINCOUNT="10000")
+    env = dict(os.environ, GOMP_SPINCOUNT=str(o.spincount))
     p = subprocess.run([bench, "--model", str(folder), "--streams", "1", "--threads",
                         str(o.threads), "--steps", str(o.steps)], text=True, capture_output=True,
                        env=env, check=True)
@@ -80,6 +81,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--group", type=int, default=32)
     ap.add_argument("--no-llama", action="store_true", help="inferd only (no node-llama-cpp)")
+    # A decode step is ~61 OpenMP regions (49 of them the MatMulNBits products); between two, the
+    # second thread spins this many times before it sleeps (and must be woken for the next one).
+    ap.add_argument("--spincount", type=int, default=10000, help="GOMP_SPINCOUNT for inferd")
     o = ap.parse_args()
     out = Path(o.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -92,7 +96,7 @@ def main():
     if not o.no_llama and not gguf.is_file():
         gguf_writer.convert(model_dir, gguf, "q4_0")
     res = {"model": o.model, "cpu": cpu_name(), "threads": o.threads, "steps": o.steps,
-           "group": o.group, "runs": []}
+           "group": o.group, "spincount": o.spincount, "runs": []}
     for r in range(o.rounds):
         for name, folder in peers.items():
             before = load()

@@ -7,7 +7,8 @@
 Every node listens on free loopback ports (port 0; its log names them) with its agent-check port
 on; the HAProxy config comes from `inferd fleet haproxy-config` (checked with `haproxy -c`), its
 frontends on free ports too. The script waits until HAProxy sees every node UP, prints the
-addresses, and runs until Ctrl-C or SIGTERM; everything it started is stopped on the way out, also
+addresses, and runs until Ctrl-C or SIGTERM; `--balancer` also runs `inferd fleet balance` on
+HAProxy's stats socket; everything it started is stopped on the way out, also
 on an error. Tests and benchmarks import it: `with Fleet(...) as fleet:` (tests/fleet/,
 bench/fleet/).
 """
@@ -193,16 +194,67 @@ class Haproxy:
                 self.proc.wait()
 
 
+class Balancer:
+    """`inferd fleet balance` on `proxy`'s stats socket (docs/fleet.md, "A slow node: the fleet
+    balancer"): drains a node slower than its peers. `args`: extra `fleet balance` flags. Its log
+    (one line per drain or return) is LOG_PATH."""
+
+    def __init__(self, inferd, proxy, log_path, args=()):
+        self.inferd, self.proxy, self.log_path, self.args = inferd, proxy, log_path, list(args)
+        self.proc = None
+
+    def start(self):
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([self.inferd, "fleet", "balance", "--stats-socket",
+                                      self.proxy.socket_path] + self.args,
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 15
+        while time.time() < deadline:  # its first line says it polls
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"inferd fleet balance exited with {self.proc.returncode} "
+                                   f"(log {self.log_path})")
+            with open(self.log_path) as f:
+                if "watching" in f.read():
+                    return
+            time.sleep(0.05)
+        raise RuntimeError(f"inferd fleet balance did not start (log {self.log_path})")
+
+    def events(self):
+        """[(backend/server, "drain" | "probe" | "restore")] from the log, in order."""
+        out = []
+        with open(self.log_path) as f:
+            for line in f:
+                m = re.search(r"fleet balance: (\S+): (drain|probe|restore):", line)
+                if m:
+                    out.append((m.group(1), m.group(2)))
+        return out
+
+    def stop(self, timeout=10):
+        """SIGTERM: it returns every node it drained before it exits; returns its exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+
 class Fleet:
     """N inferd nodes (plus `backups` standby nodes) behind one HAProxy on 127.0.0.1.
 
     node_args[i] / node_wrappers[i]: extra serve flags / a command prefix for node i; weights[i]
     its HAProxy weight. config_args: extra `inferd fleet haproxy-config` flags (e.g. ["--balance",
-    "roundrobin", "--check-inter-ms", "500"]). After start(): `http_url`, `grpc_target`,
-    `stats()` / `server_stats()` (HAProxy's `show stat`), `nodes`, `proxy` (the Haproxy)."""
+    "roundrobin", "--check-inter-ms", "500"]). balancer_args: not None runs `inferd fleet
+    balance` with these flags beside HAProxy (`balancer`). After start(): `http_url`,
+    `grpc_target`, `stats()` / `server_stats()` (HAProxy's `show stat`), `nodes`, `proxy` (the
+    Haproxy)."""
 
     def __init__(self, inferd, repo, work_dir, n=3, backups=0, node_args=None,
-                 node_wrappers=None, weights=None, config_args=(), haproxy="haproxy"):
+                 node_wrappers=None, weights=None, config_args=(), haproxy="haproxy",
+                 balancer_args=None):
         self.inferd, self.repo, self.work_dir = inferd, repo, work_dir
         self.n, self.backups = n, backups
         self.node_args = node_args or [[] for _ in range(n + backups)]
@@ -211,6 +263,8 @@ class Fleet:
         self.proxy = Haproxy(inferd, work_dir, self.nodes, backups=backups, weights=weights,
                              config_args=config_args, haproxy=haproxy)
         self.socket_path = self.proxy.socket_path
+        self.balancer = None if balancer_args is None else Balancer(
+            inferd, self.proxy, os.path.join(work_dir, "balancer.log"), balancer_args)
 
     def __enter__(self):
         try:
@@ -231,6 +285,8 @@ class Fleet:
         for node in self.nodes:  # they load in parallel
             node.wait_started()
         self.proxy.start(ready_timeout)
+        if self.balancer:
+            self.balancer.start()
         self.http_url, self.grpc_target = self.proxy.http_url, self.proxy.grpc_target
 
     def stats(self):
@@ -242,6 +298,8 @@ class Fleet:
     def stop(self):
         """Stops HAProxy and every node (SIGTERM, then SIGKILL); safe to call twice. Returns the
         nodes' exit codes."""
+        if self.balancer:
+            self.balancer.stop()
         self.proxy.stop()
         return [node.stop() for node in self.nodes]
 
@@ -257,6 +315,10 @@ def main():
                    help="extra `inferd serve` flag for every node (repeatable)")
     p.add_argument("--config-arg", action="append", default=[],
                    help="extra `inferd fleet haproxy-config` flag (repeatable)")
+    p.add_argument("--balancer", action="store_true",
+                   help="also run `inferd fleet balance` (drains a node slower than its peers)")
+    p.add_argument("--balancer-arg", action="append", default=[],
+                   help="extra `inferd fleet balance` flag (repeatable)")
     args = p.parse_args()
     if args.nodes < 1:
         p.error("--nodes must be >= 1")
@@ -265,9 +327,11 @@ def main():
     total = args.nodes + args.backups
     with Fleet(args.inferd, args.model_repository, args.work_dir, args.nodes, args.backups,
                node_args=[list(args.node_arg) for _ in range(total)],
-               config_args=args.config_arg) as fleet:
+               config_args=args.config_arg,
+               balancer_args=args.balancer_arg if args.balancer else None) as fleet:
         print(f"HTTP {fleet.http_url}  gRPC {fleet.grpc_target}  stats socket "
-              f"{fleet.socket_path}", flush=True)
+              f"{fleet.socket_path}" + (f"  balancer log {fleet.balancer.log_path}"
+                                        if fleet.balancer else ""), flush=True)
         for i, node in enumerate(fleet.nodes):
             print(f"node{i + 1}: http {node.http} grpc {node.grpc} agent {node.agent}", flush=True)
         print("Ctrl-C stops everything", flush=True)

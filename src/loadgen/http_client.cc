@@ -195,6 +195,7 @@ class HttpClient final : public InferenceClient {
     beast::flat_buffer buffer;
     std::optional<http::response_parser<http::string_body>> parser;
     InferCallback done;
+    bool from_pool = false;  // this request went out on a connection that sat idle in the pool
   };
   using ConnPtr = std::shared_ptr<Conn>;
 
@@ -205,6 +206,7 @@ class HttpClient final : public InferenceClient {
     if (!idle_.empty()) {
       ConnPtr c = std::move(idle_.back());
       idle_.pop_back();
+      c->from_pool = true;
       Send(std::move(c), std::move(done));
     } else if (open_ < options_.max_connections) {
       Open(std::move(done));
@@ -228,14 +230,15 @@ class HttpClient final : public InferenceClient {
 
   void Send(ConnPtr c, InferCallback done) {
     c->done = std::move(done);
+    c->parser.reset();  // Stale() asks whether this request's answer has begun
     c->stream.expires_after(options_.timeout);
     auto req = request_;
     asio::async_write(c->stream, asio::buffer(*req), [this, c, req](beast::error_code ec, size_t) {
-      if (ec) return Fail(c, ErrorKind(ec));
+      if (ec) return Stale(c, ec) ? Resend(c) : Fail(c, ErrorKind(ec));
       c->parser.emplace();
       c->parser->body_limit(kBodyLimit);
       http::async_read(c->stream, c->buffer, *c->parser, [this, c](beast::error_code ec, size_t) {
-        if (ec) return Fail(c, ErrorKind(ec));
+        if (ec) return Stale(c, ec) ? Resend(c) : Fail(c, ErrorKind(ec));
         const auto& res = c->parser->get();
         const unsigned code = res.result_int();
         const bool keep = res.keep_alive();
@@ -249,7 +252,30 @@ class HttpClient final : public InferenceClient {
     });
   }
 
+  // A keep-alive connection can be closed by the server while it sits idle in the pool (its idle
+  // timeout: 60 s by default in `inferd serve`, 5 s in many proxies). The request sent on it then
+  // fails with EOF or a reset before a single byte of an answer: the server never read it, so it
+  // goes out again on a new connection, once (a new connection is not from the pool), as HTTP
+  // clients do for a stale connection. Counting it as a failed request would blame the server for
+  // its normal idle close (the soak, bench/soak/run_soak.py, saw ~40 such "io" errors after
+  // latency spikes had grown the pool).
+  bool Stale(const ConnPtr& c, const beast::error_code& ec) const {
+    const bool closed = ec == http::error::end_of_stream || ec == asio::error::eof ||
+                        ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+    return closed && c->from_pool && !(c->parser && c->parser->got_some());
+  }
+
+  void Resend(const ConnPtr& c) {
+    InferCallback d = std::move(c->done);
+    beast::error_code ignored;
+    c->stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    c->stream.close();
+    --open_;
+    Open(std::move(d));
+  }
+
   void Release(const ConnPtr& c) {
+    c->from_pool = false;  // reused at once, or marked again when taken from the pool
     if (!pending_.empty()) {
       InferCallback next = std::move(pending_.front());
       pending_.pop_front();

@@ -1,5 +1,12 @@
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <future>
+#include <thread>
+#include <utility>
+
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
 
 #include <gtest/gtest.h>
 
@@ -216,6 +223,102 @@ TEST(ServerBench, BadOptionsFailCleanly) {
   Status s = RunServerBench(o, out, err);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("127.0.0.1:1"), std::string::npos) << s.message();
+}
+
+
+// A stand-in server for the HTTP client: takes `connections` connections one after another; on
+// each it answers one request with a keep-alive 200 (or, with answer = false, reads it and
+// answers nothing) and then closes the connection, as a server's idle timeout does to a pooled
+// connection. WaitClosed(i) returns once connection i is closed.
+class ClosingServer {
+ public:
+  ClosingServer(int connections, bool answer)
+      : connections_(connections), acceptor_(ioc_, {boost::asio::ip::make_address("127.0.0.1"), 0}) {
+    thread_ = std::thread([this, connections, answer] {
+      namespace http = boost::beast::http;
+      for (int i = 0; i < connections; ++i) {
+        boost::asio::ip::tcp::socket socket(ioc_);
+        boost::beast::error_code ec;
+        acceptor_.accept(socket, ec);
+        if (ec) return;
+        boost::beast::flat_buffer buffer;
+        http::request<http::string_body> req;
+        http::read(socket, buffer, req, ec);
+        if (ec) return;
+        if (answer) {
+          http::response<http::string_body> res{http::status::ok, 11};
+          res.keep_alive(true);
+          res.body() = "{}";
+          res.prepare_payload();
+          http::write(socket, res, ec);
+        }
+        socket.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);
+        socket.close();
+        ++served_;
+        closed_[i].set_value();
+      }
+    });
+  }
+  ~ClosingServer() {
+    // A blocking accept() is not woken by closing the acceptor from another thread: connect (and
+    // hang up) once per connection it may still wait for, so a failed test cannot hang here.
+    for (int i = served_; i < connections_; ++i) {
+      boost::asio::ip::tcp::socket wake(ioc_);
+      boost::beast::error_code ec;
+      wake.connect(acceptor_.local_endpoint(), ec);
+    }
+    thread_.join();
+  }
+  int port() const { return acceptor_.local_endpoint().port(); }
+  void WaitClosed(int i) { closed_[i].get_future().wait(); }
+  int served() const { return served_; }
+
+ private:
+  const int connections_;
+  boost::asio::io_context ioc_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::promise<void> closed_[2];
+  std::atomic<int> served_{0};
+  std::thread thread_;
+};
+
+std::string InferOnce(InferenceClient* client) {
+  std::promise<std::string> result;
+  client->AsyncInfer([&](std::string_view error) { result.set_value(std::string(error)); });
+  return result.get_future().get();
+}
+
+// The regression of the soak's "io" errors: a request on a pooled connection that the server
+// closed while it was idle goes out again on a new connection and succeeds.
+TEST(HttpClient, ResendsOnAPooledConnectionTheServerClosed) {
+  ClosingServer server(2, /*answer=*/true);
+  ClientOptions o;
+  o.url = *ParseServerUrl("http://127.0.0.1:" + std::to_string(server.port()));
+  o.model = "m";
+  o.timeout = std::chrono::milliseconds(10000);
+  auto client = CreateHttpClient(o);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  ASSERT_TRUE((*client)->Prepare({}).ok());
+  EXPECT_EQ(InferOnce(client->get()), "");
+  server.WaitClosed(0);  // the connection the client keeps in its pool is closed now
+  EXPECT_EQ(InferOnce(client->get()), "");
+  EXPECT_EQ(server.served(), 2);
+  (*client)->Shutdown(std::chrono::milliseconds(1000));
+}
+
+// A request that fails on a new connection is an error, sent once: a server that reads it and
+// hangs up gets it once, and the client reports "io".
+TEST(HttpClient, ARequestLostOnANewConnectionIsAnError) {
+  ClosingServer server(1, /*answer=*/false);
+  ClientOptions o;
+  o.url = *ParseServerUrl("http://127.0.0.1:" + std::to_string(server.port()));
+  o.model = "m";
+  o.timeout = std::chrono::milliseconds(2000);
+  auto client = CreateHttpClient(o);
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->Prepare({}).ok());
+  EXPECT_EQ(InferOnce(client->get()), "io");
+  EXPECT_EQ(server.served(), 1);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "serving/model_config.h"
 #include "serving/model_manager.h"
 #include "serving/repository.h"
+#include "tools/log_level.h"
 #include "workqueue/queue_job.h"
 #include "workqueue/redis_client.h"
 
@@ -330,14 +331,12 @@ CLI::App* AddBatchSubcommand(CLI::App& app, BatchCommandOptions* o) {
                   "With --redis: give up after this many seconds without a result (0 = wait)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn or error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
-      ->capture_default_str();
+  AddLogLevelOption(cmd, &o->log_level);
   return cmd;
 }
 
 Status BatchCommand(const BatchCommandOptions& o, std::ostream& log) {
-  spdlog::set_level(spdlog::level::from_str(o.log_level));
+  ApplyLogLevel(o.log_level);
   if (o.batch_size < 1) return InvalidArgument("--batch-size must be >= 1, got {}", o.batch_size);
   if (o.readers < 1) return InvalidArgument("--readers must be >= 1, got {}", o.readers);
   if (o.redis.empty() && o.repository.empty()) {

@@ -4,7 +4,8 @@
 
 namespace inferd::tools {
 
-CLI::App* AddFleetSubcommand(CLI::App& app, FleetCommandOptions* o) {
+CLI::App* AddFleetSubcommand(CLI::App& app, FleetCommandOptions* o, FleetBalanceOptions* balance,
+                             CLI::App** balance_cmd) {
   CLI::App* fleet = app.add_subcommand("fleet", "Tools for running several inferd nodes");
   fleet->require_subcommand(1, 1);
   CLI::App* cmd =
@@ -55,6 +56,7 @@ CLI::App* AddFleetSubcommand(CLI::App& app, FleetCommandOptions* o) {
   cmd->add_flag("--log", c.log, "Log every request to HAProxy's stdout (run with haproxy -db)");
   cmd->add_option("--output,-o", o->output, "Where to write the config ('-' = stdout)")
       ->capture_default_str();
+  *balance_cmd = AddFleetBalanceSubcommand(*fleet, balance);
   return cmd;
 }
 

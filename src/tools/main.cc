@@ -94,7 +94,10 @@ int Main(int argc, char** argv) {
   CLI::App* worker_cmd = inferd::tools::AddWorkerSubcommand(app, &worker);
 
   inferd::tools::FleetCommandOptions fleet;
-  CLI::App* haproxy_config_cmd = inferd::tools::AddFleetSubcommand(app, &fleet);
+  inferd::tools::FleetBalanceOptions fleet_balance;
+  CLI::App* fleet_balance_cmd = nullptr;
+  CLI::App* haproxy_config_cmd =
+      inferd::tools::AddFleetSubcommand(app, &fleet, &fleet_balance, &fleet_balance_cmd);
 
   // Registered so `inferd --help` shows the planned interface; each exits with an error for now.
   const char* planned[][2] = {
@@ -139,6 +142,9 @@ int Main(int argc, char** argv) {
   if (serve_cmd->parsed()) return Report(inferd::tools::ServeCommand(serve));
   if (haproxy_config_cmd->parsed()) {
     return Report(inferd::tools::FleetHaproxyConfigCommand(fleet, std::cout));
+  }
+  if (fleet_balance_cmd->parsed()) {
+    return Report(inferd::tools::FleetBalanceCommand(fleet_balance));
   }
   if (batch_cmd->parsed()) return Report(inferd::tools::BatchCommand(batch, std::cerr));
   if (worker_cmd->parsed()) return Report(inferd::tools::WorkerCommand(worker, std::cerr));

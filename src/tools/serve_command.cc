@@ -25,6 +25,7 @@
 #include "server/openai_http.h"
 #include "server/restricted_api.h"
 #include "serving/model_manager.h"
+#include "tools/log_level.h"
 #include "tools/serve_generation.h"
 
 namespace inferd::tools {
@@ -317,9 +318,7 @@ CLI::App* AddServeSubcommand(CLI::App& app, ServeOptions* o) {
   cmd->add_option("--max-request-bytes", o->max_request_bytes,
                   "Largest HTTP body / gRPC message (e.g. 64MiB)")
       ->capture_default_str();
-  cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn or error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
-      ->capture_default_str();
+  AddLogLevelOption(cmd, &o->log_level);
   cmd->add_option("--http-threads", o->http_threads, "HTTP I/O threads")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
@@ -386,7 +385,7 @@ StatusOr<size_t> ParseByteSize(const std::string& text) {
 }
 
 Status ServeCommand(const ServeOptions& o) {
-  spdlog::set_level(spdlog::level::from_str(o.log_level));
+  ApplyLogLevel(o.log_level);
   spdlog::flush_on(spdlog::level::trace);  // log lines are rare; tests and operators read them live
   ASSIGN_OR_RETURN(size_t max_bytes, ParseByteSize(o.max_request_bytes));
   spdlog::info("cpu: {}", cpu::DescribeCpu(cpu::DetectCpu()));

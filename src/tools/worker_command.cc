@@ -11,6 +11,7 @@
 
 #include "serving/model_manager.h"
 #include "tools/batch_command.h"
+#include "tools/log_level.h"
 #include "workqueue/redis_client.h"
 #include "workqueue/worker.h"
 
@@ -80,14 +81,12 @@ CLI::App* AddWorkerSubcommand(CLI::App& app, WorkerCommandOptions* o) {
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "Cores for inference (0 = all)")
       ->check(CLI::Range(0, 4096));
-  cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn or error")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
-      ->capture_default_str();
+  AddLogLevelOption(cmd, &o->log_level);
   return cmd;
 }
 
 Status WorkerCommand(const WorkerCommandOptions& o, std::ostream& log) {
-  spdlog::set_level(spdlog::level::from_str(o.log_level));
+  ApplyLogLevel(o.log_level);
   workqueue::WorkerOptions w;
   ASSIGN_OR_RETURN(w.redis, workqueue::ParseRedisUrl(o.redis));
   w.timeout = std::chrono::milliseconds(o.timeout_ms);

@@ -10,11 +10,14 @@ config from `inferd fleet haproxy-config`, checked by `haproxy -c`), a small gen
     the check interval x fall (plus one interval of slack for a loaded machine);
   - while every server of the agent-weighted backend is drained (as agents that all find their
     node slow would leave it), requests are served through the fallback backend;
+  - `inferd fleet balance` drains a node made slow (stopped 150 ms of every 200 ms, as a CPU
+    quota would) under load, restores it once it is fast again, and exits cleanly on SIGTERM;
   - the standby takes no traffic until every active node is down, then serves;
   - a bad node list is refused with a clear error and a non-zero exit code.
 """
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -154,6 +157,60 @@ def fallback_test(fleet):
             fleet.proxy.command(f"enable agent inferd_http/{n}")
 
 
+class DutyCycle:
+    """Stops process `pid` for `stop_s` of every `stop_s + run_s` (a CPU quota's effect on a busy
+    process) until close(), which leaves it continued."""
+
+    def __init__(self, pid, stop_s=0.15, run_s=0.05):
+        self.pid, self.stop_s, self.run_s = pid, stop_s, run_s
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.loop)
+        self.thread.start()
+
+    def loop(self):
+        while not self.done.is_set():
+            os.kill(self.pid, signal.SIGSTOP)
+            time.sleep(self.stop_s)
+            os.kill(self.pid, signal.SIGCONT)
+            time.sleep(self.run_s)
+
+    def close(self):
+        self.done.set()
+        self.thread.join()
+        os.kill(self.pid, signal.SIGCONT)
+
+
+def balancer_test(fleet):
+    def node3_http():
+        return [e for s, e in fleet.balancer.events() if s == "inferd_http/node3"]
+    load = Load(fleet.http_url)
+    try:
+        time.sleep(1)  # the balancer learns the nodes' service times
+        quota = DutyCycle(fleet.nodes[2].proc.pid)
+        try:
+            drained = wait_for(lambda: "drain" in node3_http(), 5)
+            served_before = int(fleet.server_stats()["node3"]["stot"])
+            time.sleep(1.5)
+            served_slow = int(fleet.server_stats()["node3"]["stot"]) - served_before
+        finally:
+            quota.close()
+        returned = wait_for(lambda: node3_http()[-1:] == ["restore"] and
+                            fleet.server_stats()["node3"]["status"] == "UP", 10)
+        before = int(fleet.server_stats()["node3"]["stot"])
+        time.sleep(1)
+        served_after = int(fleet.server_stats()["node3"]["stot"]) - before
+    finally:
+        load.stop()
+    print(f"balancer: node3 (slow) events {node3_http()}; it served {served_slow} request(s) in "
+          f"1.5 s while slow, {served_after} in 1 s after; all events {fleet.balancer.events()}",
+          flush=True)
+    check(drained, "the balancer drained the slow node3 on inferd_http within 5 s")
+    check(served_slow < 30, f"node3 got few requests while slow ({served_slow})")
+    check(returned, "node3 restored (probed at weight 1, then its weight and agent back) once fast")
+    check(served_after > 0, f"node3 serves again ({served_after})")
+    check(not load.errors, f"zero client-visible errors ({load.errors[:3]})")
+
+
 def kill_test(fleet, proto_dir, work):
     pb, channel, unary = grpc_client(fleet.grpc_target, proto_dir, work)
     load = Load(fleet.http_url, unary, pb)
@@ -221,16 +278,20 @@ def main():
     node_args = [common + ["--agent-capacity", c] for c in ("1", "1", "0.5", "1")]
     config = ["--check-inter-ms", str(CHECK_INTER_MS), "--fall", str(FALL),
               "--agent-inter-ms", "500"]
+    balancer = ["--hold-ms", "500", "--max-hold-ms", "1000", "--probation-ms", "1000"]
     with Fleet(args.inferd, repo, args.work_dir, n=3, backups=1, node_args=node_args,
-               config_args=config) as fleet:
+               config_args=config, balancer_args=balancer) as fleet:
         for name, fn in (("weights", lambda: weights_tests(fleet)),
                          ("fallback", lambda: fallback_test(fleet)),
+                         ("balancer", lambda: balancer_test(fleet)),
                          ("kill", lambda: kill_test(fleet, args.proto_dir, args.work_dir)),
                          ("backup", lambda: backup_test(fleet))):
             try:
                 fn()
             except Exception as e:
                 check(False, f"{name} test raised {type(e).__name__}: {e}")
+        code = fleet.balancer.stop()
+        check(code == 0, f"inferd fleet balance stopped cleanly on SIGTERM (exit {code})")
     print(f"fleet test took {time.time() - t0:.1f} s")
     if failures:
         print(f"\n{len(failures)} fleet check(s) failed (logs in {args.work_dir})")

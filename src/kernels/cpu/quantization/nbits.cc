@@ -93,8 +93,11 @@ class MatMulNBitsKernel final : public OpKernel {
     if (n_ < 1) return InvalidArgument("{}: N must be positive, got {}", node.Describe(), n_);
     const Tensor* q = info.ConstantInput(1);
     const Tensor* s = info.ConstantInput(2);
+    const Tensor* z = OptionalConstant(info, 3);
     if (q && s) {  // constant weights: check them now, at load
-      RETURN_IF_ERROR(View(node, attrs_, q, s, OptionalConstant(info, 3), n_).status());
+      ASSIGN_OR_RETURN(NBitsWeights w, View(node, attrs_, q, s, z, n_));
+      // Repacked once for the decode kernel, when the zero points (if any) are constant too.
+      if (!node.HasInput(3) || z != nullptr) decode_ = NBitsDecodeWeights(w);
     }
     return Status::Ok();
   }
@@ -112,13 +115,15 @@ class MatMulNBitsKernel final : public OpKernel {
     out.back() = n_;
     Tensor* y = ctx.AllocateOutput(0, DataType::kFloat32, out);
     const int64_t m = a->NumElements() / attrs_.k;
-    NBitsMatMul(a->data<float>(), m, w, y->data<float>());
+    // The repacked copy is of the constant inputs, which are the ones View() just read.
+    NBitsMatMul(a->data<float>(), m, w, decode_.defined() ? &decode_ : nullptr, y->data<float>());
     return Status::Ok();
   }
 
  private:
   NBitsAttrs attrs_;
   int64_t n_ = 0;
+  NBitsDecodeWeights decode_;  // constant weights repacked at load; else undefined
 };
 
 class GatherNBitsKernel final : public OpKernel {

@@ -1,17 +1,21 @@
 #include "kernels/cpu/quantization/nbits_gemm.h"
 
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
+#include "common/mutex.h"
 #include "kernels/cpu/util/kernel_util.h"
 #include "kernels/cpu/util/panel_gemm.h"
 
@@ -50,27 +54,7 @@ struct QuantizedRow {
   const int8_t* q;
   const float* d;
   const float* gsum;
-  // The 4-bit vector kernel's layout, per pair of sub-blocks (2p, 2p+1): 64 values, first the
-  // low halves [q(2p)[0..16), q(2p+1)[0..16)], then the high halves (the order one 32-byte load of
-  // two packed sub-blocks unpacks to), and 8 scales [d(2p) x4, d(2p+1) x4]; an odd last sub-block
-  // pairs with zeros. Null when not prepared.
-  const int8_t* pq = nullptr;
-  const float* pd = nullptr;
 };
-
-// Fills the pair layout (pq: ceil(subs / 2) * 64 bytes, pd: ceil(subs / 2) * 8 floats).
-void PairActivations(const int8_t* q, const float* d, int64_t subs, int8_t* pq, float* pd) {
-  for (int64_t p = 0; p < (subs + 1) / 2; ++p) {
-    for (int h = 0; h < 2; ++h) {  // h: which sub-block of the pair
-      const int64_t b = 2 * p + h;
-      for (int j = 0; j < 16; ++j) {
-        pq[p * 64 + h * 16 + j] = b < subs ? q[b * kSub + j] : 0;
-        pq[p * 64 + 32 + h * 16 + j] = b < subs ? q[b * kSub + 16 + j] : 0;
-      }
-      for (int j = 0; j < 4; ++j) pd[p * 8 + h * 4 + j] = b < subs ? d[b] : 0.f;
-    }
-  }
-}
 
 // Levels ±L: 127 against 4-bit weights; 63 against 8-bit ones, whose codes the vector kernel
 // multiplies as unsigned bytes 0..255 (255 x 63 x 2 fits maddubs' int16 sums).
@@ -130,152 +114,132 @@ float DotScalar(const QuantizedRow& a, const NBitsWeights& w, int64_t r) {
 #if defined(__x86_64__)
 #define INFERD_NBITS_AVX2 1
 
-__attribute__((target("avx2,fma"))) inline float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+// The unsigned zero point the decode kernel takes out of a symmetric group: 8 for 4-bit codes,
+// 128 for 8-bit ones (stored sign-flipped, code + 128).
+constexpr float SymmetricZeroPoint(int bits) { return bits == 4 ? 8.f : 128.f; }
+
+// The int32 at p (4 activations), in all 8 lanes.
+__attribute__((target("avx2,fma"))) inline __m256i Broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return _mm256_set1_epi32(v);
 }
 
-// Rows r0 .. r0+R-1 of W against one quantized row of A: out[i] = A · W[r0 + i]. The R rows share
-// each load of A; every sub-block is an integer dot product of 32 codes and 32 int8 activations,
-// scaled by the activation scale into a per-group accumulator, which the weight scale scales once
-// per group. Zp: the zero points are an input (else 8 for 4 bits, none for 8 bits).
-template <int R, int Bits, bool Zp>
-__attribute__((target("avx2,fma"))) void DotRowsAvx2(const QuantizedRow& a, const NBitsWeights& w,
-                                                     int64_t r0, float* out) {
-  const int64_t subs = (w.k + kSub - 1) / kSub, groups = NBitsGroups(w.k, w.group);
-  const int64_t row_bytes = NBitsRowBytes(Bits, w.k), per_group = w.group / kSub;
-  constexpr int64_t kSubBytes = kSub * Bits / 8;
-  const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  __m256 acc[R];
-  float corr[R];
-  for (int i = 0; i < R; ++i) {
-    acc[i] = _mm256_setzero_ps();
-    corr[i] = 0.f;
-  }
-  const uint8_t* rp[R];  // each row's next sub-block (locals: the loop keeps them in registers)
-  for (int i = 0; i < R; ++i) rp[i] = w.data + (r0 + i) * row_bytes;
-  const float* scales = w.scales + r0 * groups;
-  const uint8_t* zps = Zp ? w.zero_points + r0 * groups : nullptr;
-  const int8_t* __restrict aq = a.q;
-  const float* __restrict ad = a.d;
-  for (int64_t g = 0; g < groups; ++g) {
-    __m256 accg[R];
-    for (int i = 0; i < R; ++i) accg[i] = _mm256_setzero_ps();
-    const int64_t nb = std::min(subs, (g + 1) * per_group) - g * per_group;
-    for (int64_t b = 0; b < nb; ++b) {
-      const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq));
-      const __m256 dv = _mm256_set1_ps(*ad);
-      aq += kSub;
-      ++ad;
-      for (int i = 0; i < R; ++i) {
-        __m256i prod;
-        if constexpr (Bits == 4) {
-          const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rp[i]));
-          const __m256i codes =
-              _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), low4);
-          prod = _mm256_maddubs_epi16(codes, av);  // unsigned codes x signed activations
-        } else {
-          // q + 128 (the sign bit flipped) as unsigned bytes x 7-bit activations; the 128 comes
-          // out with the zero point through gsum.
-          const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rp[i]));
-          prod = _mm256_maddubs_epi16(_mm256_xor_si256(q, flip), av);
-        }
-        rp[i] += kSubBytes;
-        const __m256 sum = _mm256_cvtepi32_ps(_mm256_madd_epi16(prod, ones));
-        accg[i] = _mm256_fmadd_ps(sum, dv, accg[i]);
-      }
-    }
-    for (int i = 0; i < R; ++i) {
-      const float ws = scales[i * groups + g];
-      acc[i] = _mm256_fmadd_ps(accg[i], _mm256_set1_ps(ws), acc[i]);
-      if constexpr (Zp) {  // 8 bits: the unsigned code's zero point, zp + 128
-        const int zp = Bits == 4 ? static_cast<int>(zps[i * groups + g])
-                                 : static_cast<int>(static_cast<int8_t>(zps[i * groups + g])) + 128;
-        corr[i] += ws * static_cast<float>(zp) * a.gsum[g];
-      } else {
-        corr[i] += ws * (Bits == 4 ? 8.f : 128.f) * a.gsum[g];
-      }
-    }
-  }
-  for (int i = 0; i < R; ++i) out[i] = HorizontalSum(acc[i]) - corr[i];
-}
-
-// The 4-bit kernel over pairs of sub-blocks: one 32-byte load holds 64 codes of a row, whose low
-// and high nibbles meet the pair layout's activations in two maddubs (int16 sums <= 2 x 3810), one
-// madd and one float conversion per 64 values; each lane's scale is activation scale x weight
-// scale (the two sub-blocks' groups differ at group 32).
-template <int R, bool Zp>
-__attribute__((target("avx2,fma"))) void DotRows4Avx2(const QuantizedRow& a, const NBitsWeights& w,
-                                                      int64_t r0, float* out) {
-  const int64_t subs = (w.k + kSub - 1) / kSub, groups = NBitsGroups(w.k, w.group);
-  const int64_t row_bytes = NBitsRowBytes(4, w.k), pairs = subs / 2;
-  const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  const __m256i halves = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-  const bool g32 = w.group == kSub;
-  const int shift = w.group == 64 ? 6 : 7;  // group of a sub-block's first value when not 32
-  __m256 acc[R];
-  const uint8_t* rp[R];
-  const float* sc[R];
-  for (int i = 0; i < R; ++i) {
-    acc[i] = _mm256_setzero_ps();
-    rp[i] = w.data + (r0 + i) * row_bytes;
-    sc[i] = w.scales + (r0 + i) * groups;
-  }
-  auto lane_scales = [&](int i, int64_t b) {  // weight scales of sub-blocks b, b + 1 (or 0)
-    if (g32) {  // one 8-byte load of the two scales, except for an odd last sub-block
-      const __m128 two =
-          b + 1 < subs ? _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(sc[i] + b)))
-                       : _mm_set_ss(sc[i][b]);
-      return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(two), halves);
-    }
-    return _mm256_set1_ps(sc[i][(b * kSub) >> shift]);
-  };
-  for (int64_t p = 0; p < (subs + 1) / 2; ++p) {
-    const __m256i alo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.pq + p * 64));
-    const __m256i ahi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.pq + p * 64 + 32));
-    const __m256 dv = _mm256_loadu_ps(a.pd + p * 8);
-    for (int i = 0; i < R; ++i) {
-      __m256i raw;
-      if (p < pairs) {
-        raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rp[i] + p * 32));
-      } else {  // the odd last sub-block: 16 bytes (its pair's activations are zeros)
-        raw = _mm256_castsi128_si256(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(rp[i] + p * 32)));
-      }
+// Integer dot products of sub-block b of one tile's 8 rows with MR rows of A: s[i] lane r =
+// sum over the 32 values of code(row r) * q(row i of A). 4 bits: vector v holds each row's bytes
+// [4v, 4v + 4), whose low nibbles are values 4v.. 4v + 3 and high nibbles 16 + 4v.. 16 + 4v + 3;
+// both meet 4 broadcast activations in a maddubs; the 8 maddubs of a sub-block add up in int16
+// (8 x 2 x 15 x 127 = 30480 fits) before one madd. 8 bits: unsigned codes (255) x 7-bit
+// activations (63): one maddubs (2 x 255 x 63 fits int16) and one madd per vector.
+template <int Bits, int MR>
+__attribute__((target("avx2,fma"))) inline void SubBlockDots(const uint8_t* codes,
+                                                             const int8_t* const* aq,
+                                                             __m256i* s) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (Bits == 4) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    __m256i s16[MR];
+    for (int i = 0; i < MR; ++i) s16[i] = _mm256_setzero_si256();
+    for (int v = 0; v < 4; ++v) {
+      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + v * 32));
       const __m256i lo = _mm256_and_si256(raw, low4);
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
-      const __m256i s16 =
-          _mm256_add_epi16(_mm256_maddubs_epi16(lo, alo), _mm256_maddubs_epi16(hi, ahi));
-      const __m256 sum = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones));
-      acc[i] = _mm256_fmadd_ps(sum, _mm256_mul_ps(dv, lane_scales(i, 2 * p)), acc[i]);
+      for (int i = 0; i < MR; ++i) {
+        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, Broadcast4(aq[i] + 4 * v)),
+                                           _mm256_maddubs_epi16(hi, Broadcast4(aq[i] + 16 + 4 * v)));
+        s16[i] = _mm256_add_epi16(s16[i], p);
+      }
     }
-  }
-  for (int i = 0; i < R; ++i) {
-    float corr = 0.f;
-    for (int64_t g = 0; g < groups; ++g) {
-      const float zp = Zp ? static_cast<float>(w.zero_points[(r0 + i) * groups + g]) : 8.f;
-      corr += sc[i][g] * zp * a.gsum[g];
+    for (int i = 0; i < MR; ++i) s[i] = _mm256_madd_epi16(s16[i], ones);
+  } else {
+    for (int i = 0; i < MR; ++i) s[i] = _mm256_setzero_si256();
+    for (int v = 0; v < 8; ++v) {
+      const __m256i raw = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + v * 32));
+      for (int i = 0; i < MR; ++i) {
+        const __m256i p = _mm256_maddubs_epi16(raw, Broadcast4(aq[i] + 4 * v));
+        s[i] = _mm256_add_epi32(s[i], _mm256_madd_epi16(p, ones));
+      }
     }
-    out[i] = HorizontalSum(acc[i]) - corr;
   }
 }
 
-template <bool Zp>
-// One row at a time (R = 1): the rows lie one after the other, so a call reads the weights as one
-// sequential stream. Four rows at once (R = 4, sharing each load of A) ran 1.3-1.6x slower on
-// llama-110m (Zen 3, one thread, CPU time per token: INT4 11.3-12.5 -> 8.6 ms, INT8 19.7 -> 12.3-14.3
-// ms), the four streams 384 bytes apart defeating the hardware prefetcher.
-void DotRows4Any(int rows, const QuantizedRow& a, const NBitsWeights& w, int64_t r0, float* out) {
-  for (int i = 0; i < rows; ++i) DotRows4Avx2<1, Zp>(a, w, r0 + i, out + i);
+// Tile t of the repacked weights against MR rows of A: out[i][0, 8) = A_i · W[8t .. 8t + 8).
+// Per sub-block: acc += float(integer dot) x weight scale x activation scale (per lane: per
+// row); per group: corr += offset x gsum (offset: scale x zero point; symmetric: scale, times
+// the constant zero point at the end). The same operations for each row of A, whatever MR.
+template <int Bits, bool Zp, int MR>
+__attribute__((target("avx2,fma"))) void DecodeTile(const NBitsDecodeWeights& w, int64_t t,
+                                                    const QuantizedRow* a, float (*out)[8]) {
+  constexpr int64_t kVecs = Bits == 4 ? 4 : 8, kSubBytes = kVecs * 32;
+  const int64_t subs = w.subs(), groups = w.groups(), per_group = w.group() / kSub;
+  const uint8_t* codes = w.codes(t);
+  const float* scales = w.scales(t);
+  const float* offsets = Zp ? w.offsets(t) : nullptr;
+  __m256 acc[MR], corr[MR];
+  const int8_t* aq[MR];
+  for (int i = 0; i < MR; ++i) {
+    acc[i] = _mm256_setzero_ps();
+    corr[i] = _mm256_setzero_ps();
+  }
+  for (int64_t g = 0; g < groups; ++g) {
+    const __m256 ws = _mm256_load_ps(scales + g * 8);
+    const __m256 zo = Zp ? _mm256_load_ps(offsets + g * 8) : ws;
+    for (int i = 0; i < MR; ++i) corr[i] = _mm256_fmadd_ps(zo, _mm256_set1_ps(a[i].gsum[g]), corr[i]);
+    const int64_t b_end = std::min(subs, (g + 1) * per_group);
+    for (int64_t b = g * per_group; b < b_end; ++b) {
+      // The stream's lines 1 KB ahead (the next tile's past a tile's end; a prefetch does not
+      // fault): on 2 MB pages 15-20% less CPU time per llama-110m step than the hardware
+      // prefetchers alone (inferd_nbits_bench, Zen 3; 2 KB ahead alike, no prefetch on 4 KB pages
+      // alike too).
+      for (int64_t line = 0; line < kSubBytes; line += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(codes + b * kSubBytes + line + 1024),
+                     _MM_HINT_T0);
+      }
+      for (int i = 0; i < MR; ++i) aq[i] = a[i].q + b * kSub;
+      __m256i s[MR];
+      SubBlockDots<Bits, MR>(codes + b * kSubBytes, aq, s);
+      for (int i = 0; i < MR; ++i) {
+        const __m256 scale = _mm256_mul_ps(ws, _mm256_set1_ps(a[i].d[b]));
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[i]), scale, acc[i]);
+      }
+    }
+  }
+  const __m256 zp = _mm256_set1_ps(SymmetricZeroPoint(Bits));
+  for (int i = 0; i < MR; ++i) {
+    const __m256 y = Zp ? _mm256_sub_ps(acc[i], corr[i]) : _mm256_fnmadd_ps(zp, corr[i], acc[i]);
+    _mm256_storeu_ps(out[i], y);
+  }
 }
 
 template <int Bits, bool Zp>
-void DotRowsAvx2Any(int rows, const QuantizedRow& a, const NBitsWeights& w, int64_t r0,
-                    float* out) {  // one row at a time, as DotRows4Any
-  for (int i = 0; i < rows; ++i) DotRowsAvx2<1, Bits, Zp>(a, w, r0 + i, out + i);
+void DecodeTileAnyM(const NBitsDecodeWeights& w, int64_t t, const QuantizedRow* a, int mr,
+                    float (*out)[8]) {
+  switch (mr) {
+    case 1: return DecodeTile<Bits, Zp, 1>(w, t, a, out);
+    case 2: return DecodeTile<Bits, Zp, 2>(w, t, a, out);
+    case 3: return DecodeTile<Bits, Zp, 3>(w, t, a, out);
+    default: return DecodeTile<Bits, Zp, 4>(w, t, a, out);
+  }
+}
+
+// Tiles [t0, t1) against all m rows of A, 4 rows of A at a time (a tile's codes stay in L1 for
+// the next 4), the results written to y [m, n].
+template <int Bits, bool Zp>
+void DecodeTiles(const NBitsDecodeWeights& w, int64_t t0, int64_t t1, const QuantizedRow* a,
+                 int64_t m, float* y) {
+  constexpr int kMaxMR = 4;
+  alignas(32) float out[kMaxMR][8];
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t r0 = t * NBitsDecodeWeights::kTile;
+    const int64_t cols = std::min<int64_t>(NBitsDecodeWeights::kTile, w.n() - r0);
+    for (int64_t i0 = 0; i0 < m; i0 += kMaxMR) {
+      const int mr = static_cast<int>(std::min<int64_t>(kMaxMR, m - i0));
+      DecodeTileAnyM<Bits, Zp>(w, t, a + i0, mr, out);
+      for (int i = 0; i < mr; ++i) {
+        std::memcpy(y + (i0 + i) * w.n() + r0, out[i], cols * sizeof(float));
+      }
+    }
+  }
 }
 
 bool HasAvx2Fma() {
@@ -284,68 +248,120 @@ bool HasAvx2Fma() {
 }
 #endif
 
-constexpr int kRowsPerTask = 4;
-
-void DotRows(bool vector, int rows, const QuantizedRow& a, const NBitsWeights& w, int64_t r0,
-             float* out) {
 #if defined(INFERD_NBITS_AVX2)
-  if (vector) {
-    const bool zp = w.zero_points != nullptr;
-    if (w.bits == 4) {
-      return zp ? DotRows4Any<true>(rows, a, w, r0, out) : DotRows4Any<false>(rows, a, w, r0, out);
-    }
-    return zp ? DotRowsAvx2Any<8, true>(rows, a, w, r0, out)
-              : DotRowsAvx2Any<8, false>(rows, a, w, r0, out);
+// QuantizeActivations' whole sub-blocks in AVX2, bit for bit the same (the product a x inv
+// rounded to nearest even by cvtps as nearbyint does, the same clamp, scale and sums); a partial
+// last sub-block goes to the scalar code.
+__attribute__((target("avx2,fma"))) void QuantizeActivationsAvx2(const float* a, int64_t k,
+                                                                   int64_t group, int levels,
+                                                                   int8_t* q, float* d,
+                                                                   float* gsum) {
+  const int64_t whole = k / kSub, per_group = group / kSub;
+  if (whole * kSub < k) {  // the scalar code fills every group sum and the last sub-block
+    QuantizeActivations(a + whole * kSub, k - whole * kSub, kSub, levels, q + whole * kSub,
+                        d + whole, gsum + NBitsGroups(k, group) - 1);
   }
-#endif
-  (void)vector;
-  for (int i = 0; i < rows; ++i) out[i] = DotScalar(a, w, r0 + i);
+  const float tail_gsum = whole * kSub < k ? gsum[NBitsGroups(k, group) - 1] : 0.f;
+  for (int64_t g = 0; g < NBitsGroups(k, group); ++g) gsum[g] = 0.f;
+  const __m256 sign = _mm256_set1_ps(-0.f), zero = _mm256_setzero_ps();
+  const __m256i hi = _mm256_set1_epi32(levels), lo = _mm256_set1_epi32(-levels);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const float lv = static_cast<float>(levels);
+  for (int64_t b = 0; b < whole; ++b) {
+    __m256 x[4], amax = zero, bad = zero;
+    for (int j = 0; j < 4; ++j) {
+      x[j] = _mm256_loadu_ps(a + b * kSub + 8 * j);
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, x[j]));
+      // x - x is 0 for finite x, NaN for NaN and infinities.
+      bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_sub_ps(x[j], x[j]), zero, _CMP_NEQ_UQ));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float mx = _mm_cvtss_f32(m4);
+    const bool finite = _mm256_movemask_ps(bad) == 0;
+    const float s = finite ? mx / lv : std::numeric_limits<float>::quiet_NaN();
+    const __m256 inv = _mm256_set1_ps(finite && mx > 0.f ? lv / mx : 0.f);
+    __m256i v[4], sum = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {  // a non-finite sub-block: codes 0, as in the scalar code
+      v[j] = _mm256_cvtps_epi32(_mm256_mul_ps(x[j], inv));
+      v[j] = finite ? _mm256_max_epi32(_mm256_min_epi32(v[j], hi), lo) : _mm256_setzero_si256();
+      sum = _mm256_add_epi32(sum, v[j]);
+    }
+    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]),
+                                         _mm256_packs_epi32(v[2], v[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kSub),
+                        _mm256_permutevar8x32_epi32(p, order));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+    d[b] = s;
+    gsum[b / per_group] += s * static_cast<float>(_mm_cvtsi128_si32(s4));
+  }
+  if (whole * kSub < k) gsum[NBitsGroups(k, group) - 1] += tail_gsum;
 }
 
-// The integer path: A quantized on the calling thread, then the threads take groups of 4 weight
-// rows, each group against every row of A while its bytes are in L1.
-void SmallM(const float* a, int64_t m, const NBitsWeights& w, float* y, bool vector) {
-  const int64_t subs = (w.k + kSub - 1) / kSub;
-  const int64_t groups = NBitsGroups(w.k, w.group);
+#endif
+
+// A's rows quantized (on the calling thread) into buffers that live until the next call.
+std::vector<QuantizedRow> QuantizeRows(const float* a, int64_t m, int64_t k, int64_t group,
+                                       int bits, bool vector) {
+  const int64_t subs = (k + kSub - 1) / kSub, groups = NBitsGroups(k, group);
   thread_local std::vector<int8_t> q;
   thread_local std::vector<float> d;
   q.resize(m * subs * kSub);
   d.resize(m * (subs + groups));
   std::vector<QuantizedRow> rows(m);
-  const bool pairs = vector && w.bits == 4;
-  const int64_t npairs = (subs + 1) / 2;
-  thread_local std::vector<int8_t> pq;
-  thread_local std::vector<float> pd;
-  if (pairs) {
-    pq.resize(m * npairs * 64);
-    pd.resize(m * npairs * 8);
-  }
   for (int64_t i = 0; i < m; ++i) {
     int8_t* qi = q.data() + i * subs * kSub;
     float* di = d.data() + i * (subs + groups);
-    QuantizeActivations(a + i * w.k, w.k, w.group, ActivationLevels(w.bits), qi, di, di + subs);
-    rows[i] = {qi, di, di + subs};
-    if (pairs) {
-      PairActivations(qi, di, subs, pq.data() + i * npairs * 64, pd.data() + i * npairs * 8);
-      rows[i].pq = pq.data() + i * npairs * 64;
-      rows[i].pd = pd.data() + i * npairs * 8;
+#if defined(INFERD_NBITS_AVX2)
+    if (vector) {
+      QuantizeActivationsAvx2(a + i * k, k, group, ActivationLevels(bits), qi, di, di + subs);
+      rows[i] = {qi, di, di + subs};
+      continue;
     }
+#endif
+    (void)vector;
+    QuantizeActivations(a + i * k, k, group, ActivationLevels(bits), qi, di, di + subs);
+    rows[i] = {qi, di, di + subs};
   }
-  const int64_t tasks = (w.n + kRowsPerTask - 1) / kRowsPerTask;
-  // At least ~64K multiply-adds per thread chunk, so small products stay on the calling thread.
-  const int64_t min_tasks = std::max<int64_t>(1, (int64_t{1} << 16) / (kRowsPerTask * w.k * m));
+  return rows;
+}
+
+// The plain C++ integer path on the file layout: the threads take groups of 4 weight rows, each
+// against every row of A.
+void SmallMScalar(const float* a, int64_t m, const NBitsWeights& w, float* y) {
+  const std::vector<QuantizedRow> rows = QuantizeRows(a, m, w.k, w.group, w.bits, false);
+  constexpr int64_t kRows = 4;
+  const int64_t tasks = (w.n + kRows - 1) / kRows;
+  const int64_t min_tasks = std::max<int64_t>(1, (int64_t{1} << 16) / (kRows * w.k * m));
   ParallelFor(tasks, min_tasks, [&](int64_t t0, int64_t t1) {
-    float out[kRowsPerTask];
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t r0 = t * kRowsPerTask;
-      const int n = static_cast<int>(std::min<int64_t>(kRowsPerTask, w.n - r0));
-      for (int64_t i = 0; i < m; ++i) {
-        DotRows(vector, n, rows[i], w, r0, out);
-        std::memcpy(y + i * w.n + r0, out, n * sizeof(float));
-      }
+    for (int64_t r = t0 * kRows; r < std::min(w.n, t1 * kRows); ++r) {
+      for (int64_t i = 0; i < m; ++i) y[i * w.n + r] = DotScalar(rows[i], w, r);
     }
   });
 }
+
+#if defined(INFERD_NBITS_AVX2)
+// The vector integer path on the repacked weights: the threads take runs of whole tiles (8
+// rows), each tile against every row of A.
+void SmallMAvx2(const float* a, int64_t m, const NBitsDecodeWeights& w, float* y) {
+  const std::vector<QuantizedRow> rows = QuantizeRows(a, m, w.k(), w.group(), w.bits(), true);
+  // At least ~64K multiply-adds per thread chunk, so small products stay on the calling thread.
+  const int64_t min_tiles =
+      std::max<int64_t>(1, (int64_t{1} << 16) / (NBitsDecodeWeights::kTile * w.k() * m));
+  const bool zp = w.asymmetric();
+  ParallelFor(w.tiles(), min_tiles, [&](int64_t t0, int64_t t1) {
+    if (w.bits() == 4) {
+      return zp ? DecodeTiles<4, true>(w, t0, t1, rows.data(), m, y)
+                : DecodeTiles<4, false>(w, t0, t1, rows.data(), m, y);
+    }
+    return zp ? DecodeTiles<8, true>(w, t0, t1, rows.data(), m, y)
+              : DecodeTiles<8, false>(w, t0, t1, rows.data(), m, y);
+  });
+}
+#endif
 
 // Row r dequantized into out[0], out[stride], ... (k values).
 void DequantizeStrided(const NBitsWeights& w, int64_t r, float* out, int64_t stride) {
@@ -441,17 +457,105 @@ void DequantizeNBitsRow(const NBitsWeights& w, int64_t r, float* out) {
 }
 
 void NBitsMatMulSmallMScalar(const float* a, int64_t m, const NBitsWeights& w, float* y) {
-  SmallM(a, m, w, y, /*vector=*/false);
+  if (m > 0 && w.n > 0) SmallMScalar(a, m, w, y);
 }
 
-void NBitsMatMul(const float* a, int64_t m, const NBitsWeights& w, float* y) {
+namespace {
+
+// Zeroed buffers for the repacked weights, on 2 MB pages where the kernel gives them
+// (transparent huge pages in "madvise" mode, as Debian's default): the decode kernel streams its
+// weights, and the hardware prefetchers stop at every 4 KB page boundary, while a model's weights
+// far exceed the 4 KB TLB's reach. On this Zen 3 the LM head's product took 20% less CPU time so
+// (inferd_nbits_bench --layers 0). One product's buffers are mostly under 2 MB, so they are cut
+// one after the other from shared 16 MB blocks (a block lives as long as a buffer cut from it).
+class StreamArena {
+ public:
+  Tensor Allocate(DataType dtype, int64_t count) {
+    const size_t bytes = (static_cast<size_t>(count) * SizeOf(dtype) + 63) / 64 * 64;
+    if (bytes > kBlock / 2) return Cut(dtype, count, NewBlock(bytes), 0, bytes);
+    MutexLock l(&mu_);
+    std::shared_ptr<void> block = block_.lock();
+    if (block == nullptr || used_ + bytes > kBlock) {
+      block = NewBlock(kBlock);
+      block_ = block;
+      used_ = 0;
+    }
+    used_ += bytes;
+    return Cut(dtype, count, std::move(block), used_ - bytes, bytes);
+  }
+
+ private:
+  static constexpr size_t kHuge = size_t{1} << 21, kBlock = size_t{16} << 20;
+
+  static std::shared_ptr<void> NewBlock(size_t bytes) {
+    const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
+    void* p = std::aligned_alloc(kHuge, rounded);
+    if (p == nullptr) throw std::bad_alloc();
+    madvise(p, rounded, MADV_HUGEPAGE);  // advice only: refused, the pages stay 4 KB
+    return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  }
+  static Tensor Cut(DataType dtype, int64_t count, std::shared_ptr<void> block, size_t offset,
+                    size_t bytes) {
+    uint8_t* p = static_cast<uint8_t*>(block.get()) + offset;
+    std::memset(p, 0, bytes);
+    return Tensor::Wrap(dtype, {count}, p, std::move(block));
+  }
+
+  Mutex mu_;
+  std::weak_ptr<void> block_ GUARDED_BY(mu_);  // the block being filled
+  size_t used_ GUARDED_BY(mu_) = 0;
+};
+
+Tensor AllocateStream(DataType dtype, int64_t count) {
+  static StreamArena* arena = new StreamArena;  // never destroyed: used until exit
+  return arena->Allocate(dtype, count);
+}
+
+}  // namespace
+
+NBitsDecodeWeights::NBitsDecodeWeights(const NBitsWeights& w)
+    : bits_(w.bits), n_(w.n), k_(w.k), group_(w.group) {
+  const int64_t row_bytes = NBitsRowBytes(bits_, k_), sub_bytes = kSub * bits_ / 8;
+  const int64_t vecs = sub_bytes / 4, g = groups();
+  const uint8_t flip = bits_ == 8 ? 0x80 : 0;  // 8 bits: unsigned codes
+  codes_ = AllocateStream(DataType::kUInt8, tiles() * tile_bytes());
+  scales_ = AllocateStream(DataType::kFloat32, tiles() * g * kTile);
+  if (w.zero_points != nullptr) {
+    offsets_ = AllocateStream(DataType::kFloat32, tiles() * g * kTile);
+  }
+  uint8_t* dst = codes_.data<uint8_t>();  // padded rows: codes 0, scales and offsets 0
+  for (int64_t r = 0; r < n_; ++r) {
+    const int64_t t = r / kTile, lane = r % kTile;
+    const uint8_t* src = w.data + r * row_bytes;
+    for (int64_t b = 0; b < subs(); ++b) {
+      for (int64_t v = 0; v < vecs; ++v) {
+        uint8_t* out = dst + t * tile_bytes() + (b * vecs + v) * 32 + lane * 4;
+        for (int j = 0; j < 4; ++j) out[j] = src[b * sub_bytes + v * 4 + j] ^ flip;
+      }
+    }
+    for (int64_t j = 0; j < g; ++j) {
+      const float s = w.scales[r * g + j];
+      scales_.data<float>()[(t * g + j) * kTile + lane] = s;
+      if (w.zero_points != nullptr) {
+        const float zp = static_cast<float>(ZeroPoint(w, r, j)) + (bits_ == 8 ? 128.f : 0.f);
+        offsets_.data<float>()[(t * g + j) * kTile + lane] = s * zp;
+      }
+    }
+  }
+}
+
+void NBitsMatMul(const float* a, int64_t m, const NBitsWeights& w,
+                 const NBitsDecodeWeights* decode, float* y) {
   if (m <= 0 || w.n <= 0) return;
   if (m > kNBitsSmallM) return Panels(a, m, w, y);
 #if defined(INFERD_NBITS_AVX2)
-  SmallM(a, m, w, y, HasAvx2Fma());
-#else
-  SmallM(a, m, w, y, false);
+  if (HasAvx2Fma()) {
+    if (decode != nullptr && decode->defined()) return SmallMAvx2(a, m, *decode, y);
+    return SmallMAvx2(a, m, NBitsDecodeWeights(w), y);  // weights fed at run time
+  }
 #endif
+  (void)decode;
+  SmallMScalar(a, m, w, y);
 }
 
 }  // namespace inferd::cpu

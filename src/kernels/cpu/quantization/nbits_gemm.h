@@ -11,19 +11,23 @@
 // scales float32 [N, ceil(K / group)] and zero points [N, ceil(K / group)] (uint8 for 4 bits,
 // int8 for 8 bits; absent when symmetric), group 32, 64 or 128 values along K.
 //
-// The product for few rows (decode: M <= kNBitsSmallM) never expands the weights: each row of A
-// is quantized to int8 per 32 values (scale max|a| / 127 against 4-bit weights, as ggml's Q8_0;
-// max|a| / 63 against 8-bit ones, so that maddubs can take their codes as unsigned bytes), and
-// each sub-block's dot product is an integer one (AVX2: maddubs/madd on the raw codes, the zero
-// point taken out through the sum of the quantized activations), scaled by weight scale ×
-// activation scale into
-// a float32 accumulator. Rows of A are independent: a row's result does not depend on M or the
-// thread split. More rows (prefill) dequantize 16 weight rows at a time into a [K, 16] float32
-// panel and run util/panel_gemm.h's tile kernel over all of A: float activations, the weights
-// read once per call.
+// The product for few rows (decode: M <= kNBitsSmallM) never expands the weights. It runs on a
+// copy repacked for it (NBitsDecodeWeights, made once when a model loads; the files keep the
+// layout above): tiles of 8 rows whose sub-blocks lie side by side, so one pass streams 8 rows
+// with each load of A shared by all of them. Each row of A is quantized to int8 per 32 values
+// (scale max|a| / 127 against 4-bit weights, as ggml's Q8_0; max|a| / 63 against 8-bit ones, so
+// that maddubs can take their codes as unsigned bytes), and each sub-block's dot product is an
+// integer one (AVX2: maddubs/madd on the raw codes, one int32 lane per weight row; the zero point
+// taken out through the sum of the quantized activations), scaled by weight scale × activation
+// scale into a float32 accumulator. Rows of A are independent: a row's result does not depend on
+// M or the thread split. More rows (prefill) dequantize 16 weight rows at a time into a [K, 16]
+// float32 panel and run util/panel_gemm.h's tile kernel over all of A: float activations, the
+// weights read once per call.
 #pragma once
 
 #include <cstdint>
+
+#include "common/tensor.h"
 
 namespace inferd::cpu {
 
@@ -57,8 +61,53 @@ void QuantizeNBits(const float* w, int64_t n, int64_t k, int bits, int64_t group
 // Row r of W dequantized into out[0, k).
 void DequantizeNBitsRow(const NBitsWeights& w, int64_t r, float* out);
 
+// W repacked for the decode kernel. Tiles of kTile = 8 rows (the last one padded with rows of
+// zero scale); per tile, sub-block after sub-block, the 8 rows' codes in 4-byte columns: 32-byte
+// vector v of a sub-block holds bytes [4v, 4v + 4) of each row's sub-block (lane r: row r; 4 such
+// vectors for 4 bits, 8 for 8 bits), so the int32 lanes of a product are the 8 rows' dot products
+// and need no horizontal sum. 8-bit codes are stored with their sign bit flipped (code + 128, an
+// unsigned byte). Scales [tiles, groups, 8]; when asymmetric, offsets [tiles, groups, 8] =
+// scale × the unsigned zero point (4 bits: zp; 8 bits: zp + 128). The buffers are cut from
+// shared blocks on 2 MB pages where the OS gives them (madvise), for the kernel's long streams.
+// This is a copy: a model's MatMulNBits weights are held twice (the graph's, which the prefill
+// path reads, and this).
+class NBitsDecodeWeights {
+ public:
+  static constexpr int64_t kTile = 8;
+
+  NBitsDecodeWeights() = default;
+  // Repacks w (any n, k >= 1; bits, group as NBitsWeights says).
+  explicit NBitsDecodeWeights(const NBitsWeights& w);
+
+  bool defined() const { return n_ > 0; }
+  int bits() const { return bits_; }
+  int64_t n() const { return n_; }
+  int64_t k() const { return k_; }
+  int64_t group() const { return group_; }
+  bool asymmetric() const { return offsets_.defined(); }
+  int64_t tiles() const { return (n_ + kTile - 1) / kTile; }
+  int64_t subs() const { return (k_ + kNBitsSubBlock - 1) / kNBitsSubBlock; }
+  int64_t groups() const { return NBitsGroups(k_, group_); }
+  // Bytes of one tile's codes (8 packed rows).
+  int64_t tile_bytes() const { return kTile * NBitsRowBytes(bits_, k_); }
+  const uint8_t* codes(int64_t t) const { return codes_.data<uint8_t>() + t * tile_bytes(); }
+  const float* scales(int64_t t) const { return scales_.data<float>() + t * groups() * kTile; }
+  const float* offsets(int64_t t) const { return offsets_.data<float>() + t * groups() * kTile; }
+
+ private:
+  int bits_ = 4;
+  int64_t n_ = 0, k_ = 0, group_ = 32;
+  Tensor codes_, scales_, offsets_;  // 64-byte aligned; offsets_ undefined when symmetric
+};
+
 // y [m, n] = a [m, k] · Wᵀ (row-major, dense), on the OpenMP threads over output columns.
-void NBitsMatMul(const float* a, int64_t m, const NBitsWeights& w, float* y);
+// `decode` (optional): w repacked; without it the decode path (m <= kNBitsSmallM) repacks w on
+// every call (weights fed at run time). Same results with and without it.
+void NBitsMatMul(const float* a, int64_t m, const NBitsWeights& w,
+                 const NBitsDecodeWeights* decode, float* y);
+inline void NBitsMatMul(const float* a, int64_t m, const NBitsWeights& w, float* y) {
+  NBitsMatMul(a, m, w, nullptr, y);
+}
 
 // The integer path in plain C++ (the reference the vector code is tested against; also what runs
 // on CPUs without AVX2/FMA): same quantization of A and the same per-sub-block integer sums.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -171,15 +172,120 @@ TEST(NBitsTest, BatchedPathIsFloatExact) {
 }
 
 TEST(NBitsTest, RowsDoNotDependOnTheBatch) {
-  const int64_t n = 33, k = 96, m = cpu::kNBitsSmallM;
-  const std::vector<float> w = Random(n * k, 6), a = Random(m * k, 7);
-  Packed p = Pack(w, n, k, 4, 32, false);
-  std::vector<float> all(m * n), one(n);
-  cpu::NBitsMatMul(a.data(), m, p.view, all.data());
-  for (int64_t i = 0; i < m; ++i) {
-    cpu::NBitsMatMul(a.data() + i * k, 1, p.view, one.data());
-    for (int64_t r = 0; r < n; ++r) ASSERT_EQ(one[r], all[i * n + r]) << i << " " << r;
+  const int64_t n = 33, k = 96;  // n: a tail tile of 1 row
+  const std::vector<float> w = Random(n * k, 6), a = Random(cpu::kNBitsSmallM * k, 7);
+  for (const Case& c : AllCases()) {
+    Packed p = Pack(w, n, k, c.bits, c.group, c.asym);
+    const cpu::NBitsDecodeWeights decode(p.view);
+    std::vector<float> one(n);
+    for (int64_t m = 2; m <= cpu::kNBitsSmallM; ++m) {  // 4 rows of A per pass, then the rest
+      std::vector<float> all(m * n);
+      cpu::NBitsMatMul(a.data(), m, p.view, &decode, all.data());
+      for (int64_t i = 0; i < m; ++i) {
+        cpu::NBitsMatMul(a.data() + i * k, 1, p.view, &decode, one.data());
+        for (int64_t r = 0; r < n; ++r) {
+          ASSERT_EQ(one[r], all[i * n + r]) << Name(c, n, k, m) << " row " << i << " col " << r;
+        }
+      }
+    }
   }
+}
+
+// The code of value j of sub-block b of row r in the decode layout (nbits_gemm.h), as the file
+// layout stores it (8 bits: the signed byte).
+int DecodeLayoutCode(const cpu::NBitsDecodeWeights& d, int64_t r, int64_t b, int64_t j) {
+  const int64_t tile = cpu::NBitsDecodeWeights::kTile, lane = r % tile;
+  const uint8_t* sub = d.codes(r / tile) + b * tile * 32 * d.bits() / 8;
+  if (d.bits() == 8) return static_cast<int8_t>(sub[(j / 4) * 32 + lane * 4 + j % 4] ^ 0x80);
+  const uint8_t byte = sub[((j % 16) / 4) * 32 + lane * 4 + j % 4];
+  return j < 16 ? byte & 15 : byte >> 4;
+}
+
+int FileCode(const NBitsWeights& w, int64_t r, int64_t b, int64_t j) {
+  const uint8_t* sub = w.data + r * cpu::NBitsRowBytes(w.bits, w.k) + b * 32 * w.bits / 8;
+  if (w.bits == 8) return static_cast<int8_t>(sub[j]);
+  return j < 16 ? sub[j] & 15 : sub[j - 16] >> 4;
+}
+
+TEST(NBitsTest, DecodeLayoutHoldsEveryCodeScaleAndZeroPoint) {
+  for (const Case& c : AllCases()) {
+    for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{1, 32}, {7, 100}, {9, 200}}) {
+      Packed p = Pack(Random(n * k, 20 + n, -1.f, 2.f), n, k, c.bits, c.group, c.asym);
+      const cpu::NBitsDecodeWeights d(p.view);
+      ASSERT_EQ(d.tiles(), (n + 7) / 8) << Name(c, n, k, 1);
+      ASSERT_EQ(d.asymmetric(), c.asym);
+      const int64_t groups = cpu::NBitsGroups(k, c.group), subs = (k + 31) / 32;
+      for (int64_t r = 0; r < d.tiles() * 8; ++r) {
+        const int64_t t = r / 8, lane = r % 8;
+        for (int64_t g = 0; g < groups; ++g) {
+          const float s = r < n ? p.scales[r * groups + g] : 0.f;  // padded rows: scale 0
+          ASSERT_EQ(d.scales(t)[g * 8 + lane], s) << Name(c, n, k, 1) << " row " << r;
+          if (!c.asym) continue;
+          float zp = 0.f;
+          if (r < n) {
+            const uint8_t z = p.zp[r * groups + g];
+            zp = c.bits == 4 ? z : static_cast<int8_t>(z) + 128.f;
+          }
+          ASSERT_EQ(d.offsets(t)[g * 8 + lane], s * zp) << Name(c, n, k, 1) << " row " << r;
+        }
+        if (r >= n) continue;
+        for (int64_t b = 0; b < subs; ++b) {
+          for (int64_t j = 0; j < 32; ++j) {
+            ASSERT_EQ(DecodeLayoutCode(d, r, b, j), FileCode(p.view, r, b, j))
+                << Name(c, n, k, 1) << " row " << r << " value " << b * 32 + j;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(NBitsTest, RepackedAtLoadEqualsRepackedPerCallAndTheScalarPath) {
+  for (const Case& c : AllCases()) {
+    // n: 1 row, a tail tile, whole tiles; k: one sub-block, a partial one, a partial group.
+    for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 32}, {7, 40}, {9, 100}, {16, 200}, {45, 416}}) {
+      Packed p = Pack(Random(n * k, 30 + k, -1.f, 1.f), n, k, c.bits, c.group, c.asym);
+      const cpu::NBitsDecodeWeights decode(p.view);
+      for (int64_t m = 1; m <= cpu::kNBitsSmallM; ++m) {
+        const std::vector<float> a = Random(m * k, 31 + m, -3.f, 1.f);
+        std::vector<float> y(m * n, -1.f), per_call(m * n, -2.f), scalar(m * n);
+        cpu::NBitsMatMul(a.data(), m, p.view, &decode, y.data());
+        cpu::NBitsMatMul(a.data(), m, p.view, per_call.data());
+        cpu::NBitsMatMulSmallMScalar(a.data(), m, p.view, scalar.data());
+        for (int64_t i = 0; i < m * n; ++i) {
+          ASSERT_EQ(y[i], per_call[i]) << Name(c, n, k, m) << " at " << i;
+          ASSERT_NEAR(y[i], scalar[i], 1e-4 * (1 + std::fabs(scalar[i]))) << Name(c, n, k, m);
+        }
+      }
+    }
+  }
+}
+
+// Repacked weights share 16 MB blocks of large pages, and a buffer over 8 MB gets its own: each
+// copy stays intact while others come and go.
+TEST(NBitsTest, RepackedWeightsStayIntactWhileOthersComeAndGo) {
+  auto check = [](const Packed& p, const cpu::NBitsDecodeWeights& d, uint32_t seed) {
+    const std::vector<float> a = Random(p.view.k, seed);
+    std::vector<float> y(p.view.n), per_call(p.view.n);
+    cpu::NBitsMatMul(a.data(), 1, p.view, &d, y.data());
+    cpu::NBitsMatMul(a.data(), 1, p.view, per_call.data());
+    for (int64_t i = 0; i < p.view.n; ++i) ASSERT_EQ(y[i], per_call[i]) << i;
+  };
+  std::vector<Packed> packed;
+  for (int i = 0; i < 3; ++i) packed.push_back(Pack(Random(300 * 512, 40 + i), 300, 512, 4, 32, i == 2));
+  auto first = std::make_unique<cpu::NBitsDecodeWeights>(packed[0].view);
+  cpu::NBitsDecodeWeights second(packed[1].view);
+  first.reset();  // its block stays: `second` was cut from it
+  cpu::NBitsDecodeWeights third(packed[2].view);
+  check(packed[1], second, 50);
+  check(packed[2], third, 51);
+  // 4100 rows of 4096 4-bit values: 8.4 MB of codes, a block of their own.
+  const int64_t n = 4100, k = 4096;
+  Packed big = Pack(Random(n * k, 52), n, k, 4, 128, false);
+  const cpu::NBitsDecodeWeights big_d(big.view);
+  check(big, big_d, 53);
+  check(packed[1], second, 54);
 }
 
 TEST(NBitsTest, NonFiniteActivationsGiveNaN) {
