@@ -69,8 +69,8 @@ run: build
 # Jane Austen tiny-llama, trained on 2 threads in a few minutes); gen-models-large the random
 # ~110M/350M benchmark models. A rerun with everything present does nothing.
 GEN_MODELS ?= $(BUILD)/models/gen
-GEN_SMALL = test-llama test-gpt2 tiny-llama tiny-llama-draft
-GEN_LARGE = llama-110m gpt2-110m llama-350m
+GEN_SMALL = test-llama test-gpt2 test-moe tiny-llama tiny-llama-draft
+GEN_LARGE = llama-110m gpt2-110m llama-350m moe-240m
 gen-models: deps
 	@for m in $(GEN_SMALL); do [ -f $(GEN_MODELS)/$$m/config.json ] || { \
 	  /usr/bin/python3 scripts/generation/build_models.py --out $(GEN_MODELS); exit $$?; }; done

@@ -177,6 +177,17 @@ int main(int argc, char** argv) {
       a.model.c_str(), a.streams, a.threads, a.int8 ? 1 : 0, a.merge ? 1 : 0, step_ms.size(),
       median, mean, 1000.0 * a.streams / median, 1000.0 / median);
   std::printf("  cpu %.3f ms per step (all threads)\n", cpu_ms / step_ms.size());
+  // A mixture-of-experts model: how evenly the router spread the run's tokens (all layers).
+  const std::vector<std::vector<int64_t>> load = runner.ExpertTokens();
+  if (!load.empty()) {
+    std::vector<int64_t> per_expert(load[0].size(), 0);
+    for (const auto& layer : load) {
+      for (size_t e = 0; e < layer.size() && e < per_expert.size(); ++e) per_expert[e] += layer[e];
+    }
+    std::printf("  expert load (tokens routed, %zu MoE layers):", load.size());
+    for (int64_t n : per_expert) std::printf(" %lld", static_cast<long long>(n));
+    std::printf("\n");
+  }
   if (a.profile && session != nullptr) PrintProfile(*session);
   return 0;
 }

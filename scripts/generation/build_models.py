@@ -4,10 +4,11 @@
     /usr/bin/python3 scripts/generation/build_models.py --out build/models/gen [--large]
         [--only NAME ...] [--force] [--no-verify]
 
-Small set (default): test-llama, test-gpt2 (random, ~1M params, for unit tests), tiny-llama
+Small set (default): test-llama, test-gpt2, test-moe (random, ~1M params, for unit tests; test-moe
+is Mixtral-style: 8 experts, top-2, one ai.inferd.MoE node per layer), tiny-llama
 (trained on Jane Austen by train.py, a few minutes on 2 threads) and tiny-llama-draft (its
 speculative-decoding draft, ~8x smaller, distilled from it by train.py's train_draft). --large adds the random
-benchmark models llama-110m, gpt2-110m and llama-350m (and skips the small ones unless --only
+benchmark models llama-110m, gpt2-110m, llama-350m and moe-240m (and skips the small ones unless --only
 names them). Each folder OUT/NAME holds model.onnx, config.json, weights.npz, tokenizer.model and,
 for the small models, reference.json; it is built in OUT/NAME.tmp and renamed when complete, so
 a folder that exists is complete and is skipped (--force rebuilds). The shared sentencepiece
@@ -48,12 +49,20 @@ ORT_NODE_PATH = os.environ.get("INFERD_ORT_NODE_PATH", "/work/main/bench/node_mo
 SMALL = {
     "test-llama": ("llama", 2048, 128, 2, 4, 2, 344, 1024),
     "test-gpt2": ("gpt2", 2048, 128, 2, 4, 4, 512, 1024),
+    # Mixtral-style: 8 SwiGLU experts of width 88 (not a multiple of 16: the kernel's column
+    # tails), top-2; the MoE block exports as one ai.inferd.MoE node.
+    "test-moe": ("mixtral", 2048, 128, 2, 4, 2, 88, 1024),
 }
 LARGE = {
     "llama-110m": ("llama", 32000, 768, 12, 12, 4, 1536, 2048),
     "gpt2-110m": ("gpt2", 32000, 768, 12, 12, 12, 3072, 1024),
     "llama-350m": ("llama", 32000, 1024, 24, 16, 8, 2816, 2048),
+    # llama-110m's shape with every MLP 8 experts of half its width, top-2: the same ACTIVE
+    # parameters per token (110.6M of 238M), the dense peer of bench/generation/moe_bench.py.
+    "moe-240m": ("mixtral", 32000, 768, 12, 12, 4, 768, 2048),
 }
+# Reference prompts per small model (the MoE one: 16, for the 16-concurrent-streams check).
+NUM_REFERENCE_PROMPTS = {"test-moe": 16}
 TRAINED = ("tiny-llama", "tiny-llama-draft")  # in this order: the draft distills tiny-llama
 # Smallest top-1/top-2 logit gap over a reference prompt's greedy steps (tiny-llama's logits
 # are O(10); FP32 engines differ by ~1e-5 there).
@@ -105,9 +114,11 @@ def export_onnx(model, cfg, path):
     wrapper = models.OnnxWrapper(model).eval()
     inputs, outputs, axes = io_names(cfg)
     args = example_inputs(cfg, batch=3, seq=5, past=7, seed=1)
+    custom = {"ai.inferd": 1} if cfg["model_type"] == "mixtral" else None
     with torch.no_grad():
         torch.onnx.export(wrapper, args, path, opset_version=OPSET, input_names=inputs,
-                          output_names=outputs, dynamic_axes=axes, do_constant_folding=True)
+                          output_names=outputs, dynamic_axes=axes, do_constant_folding=True,
+                          custom_opsets=custom)
     onnx.checker.check_model(path)
 
 
@@ -131,6 +142,11 @@ def _run_ort(path, names, args):
 
 def verify_onnx(model, cfg, path):
     """ORT vs PyTorch: a left-padded batch prompt (no past), then a decode step with past."""
+    if cfg["model_type"] == "mixtral":
+        # ONNX Runtime has no ai.inferd.MoE: the engine's model tests check this export against
+        # PyTorch instead (reference.json, src/generation/model_runner_test.cc).
+        print("  (ai.inferd.MoE: no ONNX Runtime check; only onnx.checker ran)")
+        return
     if not os.path.isdir(os.path.join(ORT_NODE_PATH, "onnxruntime-node")):
         print("  (ONNX Runtime npm package not found in %s: only onnx.checker ran)" % ORT_NODE_PATH)
         return
@@ -189,7 +205,7 @@ def _min_margin(model, prompt, out):
 
 def random_prompts(cfg, count, seed):
     g = np.random.default_rng(seed)
-    lengths = [1, 2, 5, 16, 17, 31, 40, 64][:count]
+    lengths = ([1, 2, 5, 16, 17, 31, 40, 64] + [3, 7, 9, 12, 20, 24, 33, 48])[:count]
     return [[cfg["bos_token_id"]] + g.integers(3, cfg["vocab_size"], n - 1).tolist()
             for n in lengths]
 
@@ -227,7 +243,7 @@ def build_random(out, name, spec, sp_path, small, verify):
     sp_bytes = tok.with_vocab_size(sp_path, cfg["vocab_size"])
     ref = None
     if small:
-        ref = reference(model, random_prompts(cfg, 8, SEED), 32)
+        ref = reference(model, random_prompts(cfg, NUM_REFERENCE_PROMPTS.get(name, 8), SEED), 32)
     write_folder(out, name, model, cfg, sp_bytes, ref, verify)
 
 

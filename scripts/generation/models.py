@@ -133,18 +133,75 @@ class LlamaMLP(nn.Module):
         return self.down_proj(nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
+def moe_reference(x, router, w_gate, w_up, w_down, top_k, normalize):
+    """Mixtral's sparse MoE block, computed densely (every expert on every token, weighted by the
+    routing weights, 0 for unrouted experts): the PyTorch reference of ai.inferd.MoE.
+    x [..., H]; router [H, E]; w_gate, w_up [E, H, I]; w_down [E, I, H]. Routing: softmax over
+    the E router logits, the top_k probabilities (ties: lower index), divided by their sum when
+    normalize (Mixtral's renormalization)."""
+    probs = torch.softmax(torch.matmul(x, router), dim=-1)
+    weights, chosen = torch.topk(probs, top_k, dim=-1)
+    if normalize:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    dense = torch.zeros_like(probs).scatter(-1, chosen, weights)  # [..., E]
+    h = nn.functional.silu(torch.einsum("...h,ehi->...ei", x, w_gate))
+    h = h * torch.einsum("...h,ehi->...ei", x, w_up)
+    out = torch.einsum("...ei,eih->...eh", h, w_down)  # [..., E, H]
+    return torch.einsum("...e,...eh->...h", dense, out)
+
+
+class MoEFunction(torch.autograd.Function):
+    """moe_reference in eager mode; one ai.inferd.MoE node in torch.onnx.export (no trace of the
+    data-dependent top-k / scatter: the engine's kernel groups tokens by expert itself)."""
+
+    @staticmethod
+    def forward(ctx, x, router, w_gate, w_up, w_down, top_k, normalize):
+        return moe_reference(x, router, w_gate, w_up, w_down, top_k, normalize)
+
+    @staticmethod
+    def symbolic(g, x, router, w_gate, w_up, w_down, top_k, normalize):
+        out = g.op("ai.inferd::MoE", x, router, w_gate, w_up, w_down, top_k_i=top_k,
+                   normalize_i=int(normalize))
+        out.setType(x.type())
+        return out
+
+
+class SparseMoE(nn.Module):
+    """Mixtral's block_sparse_moe with the experts stacked in MatMul layout (the op's inputs, so
+    the export writes them as they are): router [H, E], experts' gate/up [E, H, I], down
+    [E, I, H]; SwiGLU experts, top-k routing with renormalized weights."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        h, i, e = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_local_experts"]
+        self.top_k = cfg["num_experts_per_tok"]
+        self.normalize = bool(cfg.get("norm_topk_prob", True))
+        self.router = nn.Parameter(torch.empty(h, e))
+        self.experts_gate = nn.Parameter(torch.empty(e, h, i))
+        self.experts_up = nn.Parameter(torch.empty(e, h, i))
+        self.experts_down = nn.Parameter(torch.empty(e, i, h))
+
+    def forward(self, x):
+        return MoEFunction.apply(x, self.router, self.experts_gate, self.experts_up,
+                                 self.experts_down, self.top_k, self.normalize)
+
+
 class LlamaLayer(nn.Module):
     def __init__(self, cfg):
         super().__init__()
         self.input_layernorm = RMSNorm(cfg["hidden_size"], cfg["rms_norm_eps"])
         self.self_attn = LlamaAttention(cfg)
         self.post_attention_layernorm = RMSNorm(cfg["hidden_size"], cfg["rms_norm_eps"])
-        self.mlp = LlamaMLP(cfg)
+        if cfg["model_type"] == "mixtral":
+            self.block_sparse_moe = SparseMoE(cfg)
+        else:
+            self.mlp = LlamaMLP(cfg)
 
     def forward(self, x, cos, sin, bias, past):
         a, present = self.self_attn(self.input_layernorm(x), cos, sin, bias, past)
         x = x + a
-        x = x + self.mlp(self.post_attention_layernorm(x))
+        mlp = self.mlp if hasattr(self, "mlp") else self.block_sparse_moe
+        x = x + mlp(self.post_attention_layernorm(x))
         return x, present
 
 
@@ -282,8 +339,11 @@ class GPT2LMHeadModel(nn.Module):
 
 
 def make_config(model_type, vocab_size, hidden_size, num_layers, num_heads, num_kv_heads=None,
-                intermediate_size=None, max_positions=1024, bos_token_id=1, eos_token_id=2):
-    """A config.json dict with HF field names (GEN.md section 1)."""
+                intermediate_size=None, max_positions=1024, bos_token_id=1, eos_token_id=2,
+                num_experts=8, experts_per_token=2):
+    """A config.json dict with HF field names (GEN.md section 1). "mixtral": Llama with every
+    MLP a sparse MoE of num_experts SwiGLU experts of width intermediate_size, top
+    experts_per_token (HF MixtralConfig's num_local_experts / num_experts_per_tok)."""
     cfg = {
         "model_type": model_type,
         "vocab_size": vocab_size,
@@ -297,9 +357,12 @@ def make_config(model_type, vocab_size, hidden_size, num_layers, num_heads, num_
         "eos_token_id": eos_token_id,
         "torch_dtype": "float32",
     }
-    if model_type == "llama":
+    if model_type in ("llama", "mixtral"):
         cfg.update(intermediate_size=intermediate_size, rope_theta=10000.0, rms_norm_eps=1e-5,
                    hidden_act="silu", tie_word_embeddings=False)
+        if model_type == "mixtral":
+            cfg.update(num_local_experts=num_experts, num_experts_per_tok=experts_per_token,
+                       norm_topk_prob=True)
     elif model_type == "gpt2":
         if cfg["num_key_value_heads"] != num_heads:
             raise ValueError("gpt2 has no grouped-query attention")
@@ -312,7 +375,7 @@ def make_config(model_type, vocab_size, hidden_size, num_layers, num_heads, num_
 
 
 def build_model(cfg):
-    if cfg["model_type"] == "llama":
+    if cfg["model_type"] in ("llama", "mixtral"):
         return LlamaForCausalLM(cfg)
     if cfg["model_type"] == "gpt2":
         return GPT2LMHeadModel(cfg)
@@ -331,8 +394,12 @@ def init_random(model, seed, std=0.02):
                 continue
             s = std
             if name.endswith(("o_proj.weight", "down_proj.weight", "attn.c_proj.weight",
-                              "mlp.c_proj.weight")):
+                              "mlp.c_proj.weight", "experts_down")):
                 s = std / math.sqrt(2 * layers)
+            elif name.endswith("block_sparse_moe.router"):
+                # Router logits of unit scale (not 0.02 * sqrt(H)): decisive routing, so an
+                # FP32 rounding difference between engines rarely flips a token's experts.
+                s = 1.0 / math.sqrt(p.shape[0])
             p.copy_(torch.randn(p.shape, generator=g) * s)
     return model
 

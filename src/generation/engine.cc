@@ -237,6 +237,7 @@ EngineStats GenerationEngine::Stats() const {
   MutexLock l(&mu_);
   EngineStats s = stats_;
   s.waiting += static_cast<int>(inbox_.size());
+  s.expert_tokens = runner_->ExpertTokens();  // the runner's atomics: no engine lock needed
   return s;
 }
 

@@ -82,6 +82,9 @@ struct EngineStats { int running, waiting; int64_t kv_blocks_used, kv_blocks_tot
   int64_t prefix_queries, prefix_hits /* tokens */, preemptions, prompt_tokens, generated_tokens;
   int64_t draft_tokens, accepted_tokens;  // speculative: proposed, and kept by the target
   int64_t kv_block_bytes;  // bytes of one block of the target's pool (ModelRunner::kv_block_bytes)
+  // Mixture of experts: tokens routed to each expert, [MoE layer][expert] (the target's
+  // ModelRunner::ExpertTokens); empty for a dense model.
+  std::vector<std::vector<int64_t>> expert_tokens;
 };
 // (prefix_queries counts tokens too: those of every admission, recomputations included;
 // running/waiting are sequences; the counters are totals since Create.)

@@ -134,7 +134,7 @@ TEST_P(EngineModelTest, GreedyMatchesPyTorchConcurrentlySeriallyAndUnderPreempti
 }
 
 INSTANTIATE_TEST_SUITE_P(Generation, EngineModelTest,
-                         ::testing::Values("test-llama", "test-gpt2", "tiny-llama"));
+                         ::testing::Values("test-llama", "test-gpt2", "test-moe", "tiny-llama"));
 
 }  // namespace
 }  // namespace inferd::gen

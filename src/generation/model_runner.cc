@@ -4,6 +4,7 @@
 #include <rapidjson/error/en.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -49,7 +50,44 @@ Status CheckConfig(const DecoderConfig& c, const std::string& file) {
     return InvalidArgument("{}: num_key_value_heads {} does not divide num_attention_heads {}",
                            file, c.num_kv_heads, c.num_heads);
   }
+  if (c.num_experts < 0 ||
+      (c.num_experts > 0 && (c.experts_per_token < 1 || c.experts_per_token > c.num_experts))) {
+    return InvalidArgument("{}: num_experts_per_tok {} outside 1..num_local_experts ({})", file,
+                           c.experts_per_token, c.num_experts);
+  }
   return Status::Ok();
+}
+
+// The router load of a mixture-of-experts graph: each ai.inferd.MoE node's expert_counts output
+// (kernels/cpu/moe/moe.h), named inferd.moe_expert_counts.N when the export left it unnamed,
+// becomes a graph output. Returns the layers in graph order with their number of experts (the
+// router initializer's second dim; 0 when it is not an initializer, which the kernel refuses).
+struct MoeLayer {
+  std::string counts;
+  int64_t experts = 0;
+};
+std::vector<MoeLayer> ExposeExpertCounts(Graph& g) {
+  std::vector<MoeLayer> layers;
+  for (auto& n : g.nodes) {
+    if (n->domain != "ai.inferd" || n->op_type != "MoE") continue;
+    if (n->outputs.size() < 2) n->outputs.resize(2);
+    if (n->outputs[1].empty()) {
+      n->outputs[1] = fmt::format("inferd.moe_expert_counts.{}", layers.size());
+    }
+    if (!g.IsGraphOutput(n->outputs[1])) {
+      ValueInfo vi;
+      vi.name = n->outputs[1];
+      vi.dtype = DataType::kInt64;
+      g.outputs.push_back(vi);
+    }
+    MoeLayer layer{n->outputs[1], 0};
+    auto router = n->inputs.size() > 1 ? g.initializers.find(n->inputs[1]) : g.initializers.end();
+    if (router != g.initializers.end() && router->second.rank() == 2) {
+      layer.experts = router->second.dim(1);
+    }
+    layers.push_back(std::move(layer));
+  }
+  return layers;
 }
 
 class PagedModelRunner final : public ModelRunner {
@@ -62,8 +100,10 @@ class PagedModelRunner final : public ModelRunner {
   size_t kv_block_bytes() const override { return KvBlockBytes(config_, block_size_, kv_dtype_); }
   Status Step(std::span<const SequenceChunk> chunks, Tensor* logits) override;
   const Session* session() const override { return session_.get(); }
-  // Fails when the session needs an input the runner does not feed or has no logits output.
-  Status CheckInterface();
+  std::vector<std::vector<int64_t>> ExpertTokens() const override;
+  // Fails when the session needs an input the runner does not feed or has no logits output, or
+  // lacks one of the MoE layers' expert count outputs (ExposeExpertCounts).
+  Status CheckInterface(const std::vector<MoeLayer>& moe_layers);
 
  private:
   Status CheckChunk(const SequenceChunk& c) const;
@@ -72,6 +112,8 @@ class PagedModelRunner final : public ModelRunner {
                                                          std::vector<int64_t>* rows) const;
   Status GatherLogits(const Tensor& out, const std::vector<int64_t>& rows, size_t wanted,
                       Tensor* logits) const;
+  // Adds one step's expert counts (the MoE layers' outputs) to expert_tokens_.
+  Status AddExpertCounts(const std::vector<Tensor>& outputs);
 
   const DecoderConfig config_;
   const int block_size_, num_blocks_;
@@ -81,6 +123,11 @@ class PagedModelRunner final : public ModelRunner {
   std::vector<Tensor> key_scales_, value_scales_;  // per layer, INT8 caches only
   bool gathers_rows_ = false;                      // the graph has inferd.logits_rows
   size_t logits_index_ = 0;                        // of "logits" in the session's outputs
+  // Mixture of experts, per MoE layer: its counts' index in the session's outputs, its experts;
+  // the running totals, [layer][expert] flattened, written by Step, read by ExpertTokens.
+  std::vector<size_t> moe_index_;
+  std::vector<int64_t> moe_experts_;
+  std::unique_ptr<std::atomic<int64_t>[]> expert_tokens_;
 };
 
 PagedModelRunner::PagedModelRunner(DecoderConfig config, int block_size, int num_blocks,
@@ -104,7 +151,7 @@ PagedModelRunner::PagedModelRunner(DecoderConfig config, int block_size, int num
   }
 }
 
-Status PagedModelRunner::CheckInterface() {
+Status PagedModelRunner::CheckInterface(const std::vector<MoeLayer>& moe_layers) {
   std::set<std::string> fed = {"input_ids",      "position_ids",    kSlotMappingInput,
                                kQueryStartInput, kContextLensInput, kBlockTablesInput,
                                kLogitsRowsInput};
@@ -124,6 +171,21 @@ Status PagedModelRunner::CheckInterface() {
     if (in.name == kLogitsRowsInput) gathers_rows_ = true;
   }
   const auto& outs = session_->outputs();
+  int64_t total = 0;
+  for (const MoeLayer& layer : moe_layers) {
+    auto it = std::find_if(outs.begin(), outs.end(),
+                           [&](const ValueInfo& v) { return v.name == layer.counts; });
+    if (it == outs.end()) return FailedPrecondition("the decoder lost MoE output '{}'", layer.counts);
+    if (layer.experts != config_.num_experts) {
+      return InvalidArgument("MoE layer {} has {} experts, config.json's num_local_experts is {}",
+                             moe_index_.size(), layer.experts, config_.num_experts);
+    }
+    moe_index_.push_back(static_cast<size_t>(it - outs.begin()));
+    moe_experts_.push_back(layer.experts);
+    total += layer.experts;
+  }
+  expert_tokens_ = std::make_unique<std::atomic<int64_t>[]>(total);
+  for (int64_t i = 0; i < total; ++i) expert_tokens_[i].store(0, std::memory_order_relaxed);
   for (size_t i = 0; i < outs.size(); ++i) {
     if (outs[i].name == "logits") {
       logits_index_ = i;
@@ -131,6 +193,34 @@ Status PagedModelRunner::CheckInterface() {
     }
   }
   return FailedPrecondition("the decoder has no output 'logits'");
+}
+
+Status PagedModelRunner::AddExpertCounts(const std::vector<Tensor>& outputs) {
+  int64_t base = 0;
+  for (size_t l = 0; l < moe_index_.size(); ++l) {
+    const Tensor& c = outputs[moe_index_[l]];
+    if (c.dtype() != DataType::kInt64 || c.NumElements() != moe_experts_[l]) {
+      return Internal("MoE layer {}: expert counts came back as {}, expected int64 [{}]", l,
+                      c.DebugString(), moe_experts_[l]);
+    }
+    for (int64_t e = 0; e < moe_experts_[l]; ++e) {
+      expert_tokens_[base + e].fetch_add(c.data<int64_t>()[e], std::memory_order_relaxed);
+    }
+    base += moe_experts_[l];
+  }
+  return Status::Ok();
+}
+
+std::vector<std::vector<int64_t>> PagedModelRunner::ExpertTokens() const {
+  std::vector<std::vector<int64_t>> load(moe_index_.size());
+  int64_t base = 0;
+  for (size_t l = 0; l < moe_index_.size(); ++l) {
+    for (int64_t e = 0; e < moe_experts_[l]; ++e) {
+      load[l].push_back(expert_tokens_[base + e].load(std::memory_order_relaxed));
+    }
+    base += moe_experts_[l];
+  }
+  return load;
 }
 
 Status PagedModelRunner::CheckChunk(const SequenceChunk& c) const {
@@ -245,6 +335,7 @@ Status PagedModelRunner::Step(std::span<const SequenceChunk> chunks, Tensor* log
   }
   std::vector<Tensor> outputs;
   RETURN_IF_ERROR(session_->Run(in, &outputs));
+  RETURN_IF_ERROR(AddExpertCounts(outputs));
   return GatherLogits(outputs[logits_index_], rows, rows.size(), logits);
 }
 
@@ -294,6 +385,9 @@ StatusOr<DecoderConfig> LoadDecoderConfig(const std::filesystem::path& config_js
                             n_positions > 0 ? std::optional<int>(n_positions) : std::nullopt));
   ASSIGN_OR_RETURN(c.bos_token_id, IntField(doc, file, "bos_token_id", -1));
   ASSIGN_OR_RETURN(c.eos_token_id, IntField(doc, file, "eos_token_id", -1));
+  ASSIGN_OR_RETURN(c.num_experts, IntField(doc, file, "num_local_experts", 0));
+  ASSIGN_OR_RETURN(c.experts_per_token, IntField(doc, file, "num_experts_per_tok", 2));
+  if (c.num_experts == 0) c.experts_per_token = 0;
   RETURN_IF_ERROR(CheckConfig(c, file));
   return c;
 }
@@ -346,13 +440,19 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateDecoderRunner(const std::filesystem
     RETURN_IF_ERROR(quantize::QuantizeDynamicInt8(model, q, &report)
                         .WithContext(model_path + ": int8 weights"));
   }
+  const std::vector<MoeLayer> moe_layers = ExposeExpertCounts(model.graph);
+  if (!moe_layers.empty() && config.num_experts == 0) {
+    return InvalidArgument(
+        "{}: the graph has {} ai.inferd.MoE layers but config.json has no num_local_experts",
+        model_path, moe_layers.size());
+  }
   SessionOptions so;
   so.num_threads = options.num_threads;
   ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(std::move(model), so));
   auto runner = std::make_unique<PagedModelRunner>(std::move(config), options.block_size,
                                                    static_cast<int>(num_blocks),
                                                    options.kv_cache_dtype, std::move(session));
-  RETURN_IF_ERROR(runner->CheckInterface().WithContext(model_path));
+  RETURN_IF_ERROR(runner->CheckInterface(moe_layers).WithContext(model_path));
   return std::unique_ptr<ModelRunner>(std::move(runner));
 }
 

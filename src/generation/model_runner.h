@@ -36,6 +36,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "common/tensor.h"
@@ -48,15 +49,19 @@ namespace inferd::gen {
 
 // The model's shape, from config.json (Hugging Face field names).
 struct DecoderConfig {
-  std::string model_type;  // "llama" | "gpt2"
+  std::string model_type;  // "llama" | "gpt2" | "mixtral"
   int vocab_size = 0, hidden_size = 0, num_layers = 0, num_heads = 0, num_kv_heads = 0,
       head_dim = 0, max_context = 0;  // max_context: max_position_embeddings
   int bos_token_id = -1, eos_token_id = -1;
+  // Mixture of experts (HF Mixtral's num_local_experts / num_experts_per_tok): 0 for a dense
+  // model. The graph's ai.inferd.MoE nodes carry their own; these describe the model.
+  int num_experts = 0, experts_per_token = 0;
 };
 
 // Parses config.json: vocab_size, hidden_size, num_hidden_layers, num_attention_heads,
 // max_position_embeddings (or n_positions) are required; num_key_value_heads defaults to the heads,
-// head_dim to hidden_size / heads; bos/eos_token_id (an int, or the first of a list) to -1.
+// head_dim to hidden_size / heads; bos/eos_token_id (an int, or the first of a list) to -1;
+// num_local_experts to 0 (dense) and num_experts_per_tok to 2 (must lie in 1..num_local_experts).
 // INVALID_ARGUMENT naming the file and field on anything missing, mistyped or inconsistent.
 StatusOr<DecoderConfig> LoadDecoderConfig(const std::filesystem::path& config_json);
 
@@ -112,9 +117,16 @@ class ModelRunner {
   virtual Status Step(std::span<const SequenceChunk> chunks, Tensor* logits) = 0;
   // The session behind the runner, for profiling (Session::executor()); null when there is none.
   virtual const Session* session() const { return nullptr; }
+  // Mixture-of-experts router load: tokens routed to each expert since creation, per MoE layer
+  // ([layer][expert], the layers in graph order; a token counts once per expert it goes to, so
+  // a layer's sum is tokens x top_k). Empty for dense models. Thread-safe: may be called while
+  // a Step runs (each count is read atomically; a step's counts land one layer at a time).
+  virtual std::vector<std::vector<int64_t>> ExpertTokens() const { return {}; }
 };
 
-// Loads <dir>/model.onnx + config.json, rewrites attention, allocates the KV pool. Fails (the
+// Loads <dir>/model.onnx + config.json, rewrites attention, allocates the KV pool. Each
+// ai.inferd.MoE node's expert_counts output becomes a graph output the runner adds up after
+// every step (ExpertTokens). Fails (the
 // message names the file and the reason) on a missing or corrupt file, a graph the attention
 // rewrite cannot handle, or a budget below one block.
 StatusOr<std::unique_ptr<ModelRunner>> CreateDecoderRunner(const std::filesystem::path& dir,

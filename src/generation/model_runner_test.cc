@@ -405,7 +405,8 @@ TEST_P(DecoderModel, UnsupportedGraphFailsTheLoadWithTheReason) {
       << r.status().ToString();
 }
 
-INSTANTIATE_TEST_SUITE_P(Generation, DecoderModel, ::testing::Values("test-llama", "test-gpt2"),
+INSTANTIATE_TEST_SUITE_P(Generation, DecoderModel,
+                         ::testing::Values("test-llama", "test-gpt2", "test-moe"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');

@@ -99,6 +99,7 @@ server::GenerationMetrics EngineTextGenerator::Metrics() const {
   m.requests_finished = finished_->load(std::memory_order_relaxed);
   m.spec_draft_tokens = s.draft_tokens;
   m.spec_accepted_tokens = s.accepted_tokens;
+  m.moe_expert_tokens = s.expert_tokens;
   // The engine's latency histograms are in seconds, as the metrics want.
   m.ttft = engine_->ttft_seconds().Snapshot();
   m.tpot = engine_->tpot_seconds().Snapshot();

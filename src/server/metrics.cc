@@ -190,6 +190,33 @@ std::string RenderPrometheusMetrics(const std::vector<ModelStatisticsSnapshot>& 
 
 namespace inferd::server {
 
+namespace {
+
+// inferd_moe_expert_tokens_total{model, layer, expert}: only when some model has MoE layers, so
+// dense models' pages do not change.
+void RenderExpertLoad(std::string& out, const std::vector<GenerationMetrics>& models,
+                      const std::vector<std::string>& labels) {
+  bool any = false;
+  for (const auto& m : models) any = any || !m.moe_expert_tokens.empty();
+  if (!any) return;
+  const char* name = "inferd_moe_expert_tokens_total";
+  Header(out, name, "counter",
+         "Mixture of experts: tokens the router sent to each expert (a token counts once per "
+         "expert of its top k).");
+  auto it = std::back_inserter(out);
+  for (size_t i = 0; i < models.size(); ++i) {
+    const auto& load = models[i].moe_expert_tokens;
+    for (size_t l = 0; l < load.size(); ++l) {
+      for (size_t e = 0; e < load[l].size(); ++e) {
+        fmt::format_to(it, "{}{{{},layer=\"{}\",expert=\"{}\"}} {}\n", name, labels[i], l, e,
+                       load[l][e]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 std::string RenderGenerationMetrics(const std::vector<GenerationMetrics>& models) {
   std::string out;
   if (models.empty()) return out;
@@ -277,6 +304,7 @@ std::string RenderGenerationMetrics(const std::vector<GenerationMetrics>& models
       fmt::format_to(it, "{}{{{}}} {}\n", f.name, labels[i], Num(f.value(models[i])));
     }
   }
+  RenderExpertLoad(out, models, labels);
   return out;
 }
 

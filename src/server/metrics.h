@@ -56,6 +56,8 @@ std::string RenderPrometheusMetrics(const std::vector<serving::ModelStatisticsSn
 //   inferd_spec_decode_num_draft_tokens_total,
 //   inferd_spec_decode_num_accepted_tokens_total                             counters (tokens)
 //   inferd_spec_decode_draft_acceptance_rate (accepted / draft since start, 0 before any)  gauge
+//   inferd_moe_expert_tokens_total (labels model, layer, expert; only when a model has MoE
+//     layers): tokens the router sent to each expert                          counter (tokens)
 // Empty input renders nothing (no generative model, no families).
 std::string RenderGenerationMetrics(const std::vector<GenerationMetrics>& models);
 

@@ -364,6 +364,30 @@ TEST(GenerationMetricsText, RendersFamilies) {
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   }
   EXPECT_EQ(RenderGenerationMetrics({}), "");
+  EXPECT_EQ(text.find("inferd_moe_expert_tokens_total"), std::string::npos) << "dense model";
+}
+
+// Router load per expert: one series per (model, MoE layer, expert); a dense model beside an
+// MoE one gets none.
+TEST(GenerationMetricsText, RendersTheExpertLoadOfMixtureOfExpertsModels) {
+  GenerationMetrics moe, dense;
+  moe.model = "moe";
+  moe.moe_expert_tokens = {{5, 0, 3}, {1, 7, 0}};
+  dense.model = "dense";
+  const std::string text = RenderGenerationMetrics({dense, moe});
+  for (const char* line : {"# TYPE inferd_moe_expert_tokens_total counter\n",
+                           "inferd_moe_expert_tokens_total{model=\"moe\",layer=\"0\",expert=\"0\"} 5\n",
+                           "inferd_moe_expert_tokens_total{model=\"moe\",layer=\"0\",expert=\"2\"} 3\n",
+                           "inferd_moe_expert_tokens_total{model=\"moe\",layer=\"1\",expert=\"1\"} 7\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  }
+  EXPECT_EQ(text.find("inferd_moe_expert_tokens_total{model=\"dense\""), std::string::npos);
+  size_t series = 0;
+  for (size_t at = text.find("\ninferd_moe_expert_tokens_total{"); at != std::string::npos;
+       at = text.find("\ninferd_moe_expert_tokens_total{", at + 1)) {
+    ++series;
+  }
+  EXPECT_EQ(series, 6u);
 }
 
 }  // namespace

@@ -63,6 +63,9 @@ struct GenerationMetrics {
   int64_t requests_finished = 0;  // completed sequences (any finish reason)
   // Speculative decoding: draft tokens proposed, and kept by the target (0 without it).
   int64_t spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  // Mixture of experts: tokens routed to each expert since load, [MoE layer][expert] (empty for
+  // a dense model).
+  std::vector<std::vector<int64_t>> moe_expert_tokens;
   // Seconds, as the engine's histograms record them.
   HistogramSnapshot ttft, tpot, itl, e2e;
 };

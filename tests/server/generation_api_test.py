@@ -3,7 +3,8 @@
 
 Writes a repository with an ONNX model (identity), a generative folder whose tokenizer is corrupt
 (broken-llama: must show UNAVAILABLE with the reason) and, when --gen-models holds a built
-tiny-llama, the generative tiny-llama. Checks the bad inputs of issue 12 item 10 (OpenAI error
+tiny-llama, the generative tiny-llama (and test-moe, the mixture-of-experts test model, when
+built: a completion and its router load on /metrics). Checks the bad inputs of issue 12 item 10 (OpenAI error
 JSON, 400/404), the KServe index/ready rows, promtool on /metrics, and with tiny-llama: a
 completion with usage, greedy determinism, a streamed chat completion (SSE framing, usage chunk,
 [DONE]), Triton generate and generate_stream, and a client that disconnects mid-stream: its
@@ -51,6 +52,11 @@ def write_repository(root, gen_models):
         out.write(b"\x00not a sentencepiece model")
     with open(f"{root}/broken-llama/config.pbtxt", "w") as out:
         out.write(gen_config)
+    moe = os.path.join(gen_models or "", "test-moe")
+    if gen_models and os.path.exists(os.path.join(moe, "model.onnx")):
+        link_decoder_files(moe, f"{root}/test-moe/1")
+        with open(f"{root}/test-moe/config.pbtxt", "w") as out:
+            out.write(gen_config)
     src = os.path.join(gen_models or "", "tiny-llama")
     if gen_models and os.path.exists(os.path.join(src, "model.onnx")):
         link_decoder_files(src, f"{root}/tiny-llama/1")
@@ -74,6 +80,33 @@ def metric(server, name, model):
     text = requests.get(server.metrics + "/metrics", timeout=10).text
     m = re.search(rf'^{name}{{model="{re.escape(model)}"}} (\S+)$', text, re.M)
     return float(m.group(1)) if m else None
+
+
+def expert_load(server, model):
+    """Mixture of experts: each layer's sum of inferd_moe_expert_tokens_total, by layer."""
+    text = requests.get(server.metrics + "/metrics", timeout=10).text
+    sums = {}
+    for layer, value in re.findall(rf'^inferd_moe_expert_tokens_total{{model="{re.escape(model)}",'
+                                   r'layer="(\d+)",expert="\d+"} (\S+)$', text, re.M):
+        sums[int(layer)] = sums.get(int(layer), 0) + float(value)
+    return [sums[k] for k in sorted(sums)]
+
+
+def mixture_of_experts(server, model):
+    """A greedy completion on the MoE model; its router load on /metrics is tokens x top-2 per
+    layer (every prompt token and every generated token but the last ran through the model)."""
+    r = requests.post(server.http + "/v1/completions", timeout=60,
+                      json={"model": model, "prompt": "Hello there", "max_tokens": 6,
+                            "temperature": 0, "ignore_eos": True})
+    check(r.status_code == 200, f"{model} completion: {r.status_code} {r.text[:300]}")
+    if r.status_code != 200:
+        return
+    usage = r.json()["usage"]
+    tokens = usage["prompt_tokens"] + usage["completion_tokens"] - 1
+    load = expert_load(server, model)
+    check(load == [2.0 * tokens] * 2,
+          f"{model}: expert load per layer {load}, expected 2 layers of {2 * tokens}")
+    check(expert_load(server, "tiny-llama") == [], "a dense model has no expert load series")
 
 
 def bad_inputs(h, model):
@@ -205,13 +238,18 @@ def main():
         ready = have_model and rows.get("tiny-llama", {}).get("state") == "READY"
         if have_model:
             check(ready, f"tiny-llama READY: {rows.get('tiny-llama')}")
+        moe = rows.get("test-moe", {}).get("state") == "READY"
+        if "test-moe" in rows:
+            check(moe, f"test-moe READY: {rows.get('test-moe')}")
         models = requests.get(h + "/v1/models", timeout=10).json()
-        check([m["id"] for m in models["data"]] == (["tiny-llama"] if ready else []),
-              f"/v1/models: {models}")
+        want = sorted((["tiny-llama"] if ready else []) + (["test-moe"] if moe else []))
+        check(sorted(m["id"] for m in models["data"]) == want, f"/v1/models: {models}")
         bad_inputs(h, "tiny-llama" if ready else None)
         if ready:
             generation(server, "tiny-llama")
             disconnect(server, "tiny-llama")
+        if moe:
+            mixture_of_experts(server, "test-moe")
         text = requests.get(server.metrics + "/metrics", timeout=10).text
         prom = subprocess.run(["promtool", "check", "metrics"], input=text, text=True,
                               capture_output=True)

@@ -21,6 +21,7 @@ class CpuExecutionProvider final : public ExecutionProvider {
     cpu::RegisterAttentionKernels(registry_);
     cpu::RegisterTextKernels(registry_);
     cpu::RegisterImageKernels(registry_);
+    cpu::RegisterMoeKernels(registry_);
   }
   std::string_view Name() const override { return "cpu"; }
   const KernelRegistry& Registry() const override { return registry_; }

@@ -19,5 +19,6 @@ void RegisterFusedKernels(KernelRegistry& r);            // fused/: ai.inferd op
 void RegisterAttentionKernels(KernelRegistry& r);        // attention/: ai.inferd.PagedAttention
 void RegisterTextKernels(KernelRegistry& r);             // text/: StringNormalizer
 void RegisterImageKernels(KernelRegistry& r);            // image/: decode/resize/crop, top-k
+void RegisterMoeKernels(KernelRegistry& r);              // moe/moe.cc: ai.inferd.MoE
 
 }  // namespace inferd::cpu
