@@ -9,11 +9,11 @@ namespace inferd::gen {
 
 namespace {
 // U+FFFD as UTF-8: sentencepiece's output for bytes that do not (yet) form a character.
-constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+constexpr std::string_view kUtf8Replacement = "\xEF\xBF\xBD";
 
 bool EndsWithReplacement(std::string_view s) {
-  return s.size() >= kReplacement.size() &&
-         s.substr(s.size() - kReplacement.size()) == kReplacement;
+  return s.size() >= kUtf8Replacement.size() &&
+         s.substr(s.size() - kUtf8Replacement.size()) == kUtf8Replacement;
 }
 }  // namespace
 

@@ -176,7 +176,7 @@ StatusOr<LayerMatch> MatchLayer(const GraphEditor& ed, int layer) {
   return m;
 }
 
-Attribute FloatAttr(float v) {
+Attribute FloatAttribute(float v) {
   Attribute a;
   a.type = Attribute::Type::kFloat;
   a.f = v;
@@ -308,7 +308,7 @@ StatusOr<int> PagedAttentionRewrite::Run(Graph& graph) const {
         n.inputs.push_back(ValueScalesInput(l));
       }
       n.attributes.clear();
-      n.attributes["scale"] = FloatAttr(m.scale);
+      n.attributes["scale"] = FloatAttribute(m.scale);
       n.attributes["num_heads"] = IntAttr(o.num_heads);
       n.attributes["num_kv_heads"] = IntAttr(o.num_kv_heads);
     });

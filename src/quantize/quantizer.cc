@@ -49,7 +49,7 @@ size_t InitializerBytes(const Graph& graph) {
 namespace {
 
 // A Conv/MatMul/Gemm selected for int8, and where its weight is quantized.
-struct Candidate {
+struct QuantCandidate {
   Node* node;
   int64_t weight_axis;  // output-channel axis of the weight
   int bias_input;       // -1: none
@@ -73,11 +73,11 @@ bool IsFloatConstant(const Graph& g, const std::string& name) {
 }
 
 // Picks the nodes to quantize; reasons for skipping go to `skipped`.
-std::vector<Candidate> SelectCandidates(Graph& g, const QuantizeOptions& o,
-                                        std::vector<std::string>* skipped) {
+std::vector<QuantCandidate> SelectCandidates(Graph& g, const QuantizeOptions& o,
+                                             std::vector<std::string>* skipped) {
   auto consumers = ConsumerMap(g);
   std::set<std::string> excluded(o.exclude.begin(), o.exclude.end());
-  std::vector<Candidate> out;
+  std::vector<QuantCandidate> out;
   for (const auto& up : g.nodes) {
     Node* n = up.get();
     if (!n->domain.empty() && n->domain != "ai.onnx") continue;
@@ -96,7 +96,7 @@ std::vector<Candidate> SelectCandidates(Graph& g, const QuantizeOptions& o,
       continue;
     }
     const Tensor& w = g.initializers.at(n->inputs[1]);
-    Candidate c{n, 0, -1, ""};
+    QuantCandidate c{n, 0, -1, ""};
     if (n->op_type == "Conv") {
       if (w.rank() < 3) continue;
       c.weight_axis = 0;
@@ -245,8 +245,9 @@ class QdqWriter {
   std::map<std::string, QuantParams> params_;
 };
 
-Status MeasureReport(const Model& fp32, const Model& quantized, const std::vector<Candidate>& cands,
-                     const std::vector<Batch>& batches, int threads, QuantizeReport* report) {
+Status MeasureReport(const Model& fp32, const Model& quantized,
+                     const std::vector<QuantCandidate>& cands, const std::vector<Batch>& batches,
+                     int threads, QuantizeReport* report) {
   std::vector<std::string> tensors;
   for (const auto& l : report->layers) tensors.push_back(l.output);
   std::map<std::string, std::vector<Tensor>> ref, test;
@@ -321,12 +322,12 @@ Status QuantizeInt8(Model& model, const QuantizeOptions& o, QuantizeReport* repo
 
   Model fp32 = CloneModel(model);
   Graph& g = model.graph;
-  std::vector<Candidate> cands = SelectCandidates(g, o, &report->skipped);
+  std::vector<QuantCandidate> cands = SelectCandidates(g, o, &report->skipped);
   if (cands.empty())
     return InvalidArgument("no Conv, MatMul or Gemm with constant weights to quantize");
   std::vector<std::string> tensors;
   std::set<std::string> seen;
-  for (const Candidate& c : cands) {
+  for (const QuantCandidate& c : cands) {
     for (const std::string& t : {c.node->inputs[0], c.output}) {
       if (!t.empty() && seen.insert(t).second) tensors.push_back(t);
     }
@@ -340,7 +341,7 @@ Status QuantizeInt8(Model& model, const QuantizeOptions& o, QuantizeReport* repo
   // as a residual stream are not rounded to 8 bits on every block.
   std::set<std::string> layer_outputs;
   std::set<const Node*> layers;
-  for (const Candidate& c : cands) {
+  for (const QuantCandidate& c : cands) {
     layer_outputs.insert(c.output);
     layers.insert(c.node);
   }
@@ -352,7 +353,7 @@ Status QuantizeInt8(Model& model, const QuantizeOptions& o, QuantizeReport* repo
     w.QuantizeActivation(t, AsymmetricUInt8(it->second.min, it->second.max),
                          layer_outputs.count(t) ? nullptr : &layers);
   }
-  for (const Candidate& c : cands) {
+  for (const QuantCandidate& c : cands) {
     QuantizeReport::Layer layer;
     layer.node = c.node->name;
     layer.op_type = c.node->op_type;

@@ -16,11 +16,12 @@ using inference::InferTensorContents;
 using inference::ModelInferRequest;
 using serving::InferenceRequest;
 
-constexpr int kMaxRank = 32;
+constexpr int kMaxGrpcRank = 32;
 
 StatusOr<Shape> CheckShape(const google::protobuf::RepeatedField<int64_t>& dims,
                            std::string_view where) {
-  if (dims.size() > kMaxRank) return InvalidArgument("{}: rank {} is too large", where, dims.size());
+  if (dims.size() > kMaxGrpcRank)
+    return InvalidArgument("{}: rank {} is too large", where, dims.size());
   constexpr int64_t kMaxElements = int64_t{1} << 48;
   Shape shape;
   int64_t count = 1;

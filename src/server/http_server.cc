@@ -39,8 +39,8 @@ constexpr const char* kKeptHeaders[] = {"inference-header-content-length", "cont
 
 // The accept loop's wait after it could not accept (out of descriptors): doubling from the first
 // to the last while the condition lasts, so a full process costs a few wake-ups a second.
-constexpr std::chrono::milliseconds kMinAcceptBackoff{5};
-constexpr std::chrono::milliseconds kMaxAcceptBackoff{500};
+constexpr std::chrono::milliseconds kMinHttpAcceptBackoff{5};
+constexpr std::chrono::milliseconds kMaxHttpAcceptBackoff{500};
 
 // The reply to a connection the server will not serve (too many connections, out of
 // descriptors), written straight to the socket before its request is read.
@@ -577,7 +577,7 @@ void HttpServer::Impl::OnAcceptError(const beast::error_code& ec) {
   }
   // Shedding a connection is progress (work per incoming connection, not a spin): go on at once.
   if (OutOfDescriptors(ec) && ShedOne()) return Accept();
-  accept_backoff = std::clamp(accept_backoff * 2, kMinAcceptBackoff, kMaxAcceptBackoff);
+  accept_backoff = std::clamp(accept_backoff * 2, kMinHttpAcceptBackoff, kMaxHttpAcceptBackoff);
   accept_timer.expires_after(accept_backoff);
   accept_timer.async_wait([this](beast::error_code tec) {
     if (!tec && !stopped.load()) Accept();

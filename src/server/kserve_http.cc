@@ -28,7 +28,7 @@ HttpReply Error(const Status& s) { return Json(HttpStatusFor(s), JsonError(s.mes
 HttpReply Empty(int status) { return HttpReply{status, "", "", {}}; }
 
 // Every string goes out as valid UTF-8 (names and reasons may hold any bytes).
-void Str(Writer& w, std::string_view s) {
+void ValidStr(Writer& w, std::string_view s) {
   const std::string valid = ToValidUtf8(s);
   w.String(valid.data(), static_cast<rapidjson::SizeType>(valid.size()));
 }
@@ -55,22 +55,22 @@ std::string MetadataJson(const serving::ModelMetadata& m) {
   Writer w(sb);
   w.StartObject();
   w.Key("name");
-  Str(w, m.name);
+  ValidStr(w, m.name);
   w.Key("versions");
   w.StartArray();
-  for (const auto& v : m.versions) Str(w, v);
+  for (const auto& v : m.versions) ValidStr(w, v);
   w.EndArray();
   w.Key("platform");
-  Str(w, m.platform);
+  ValidStr(w, m.platform);
   for (const char* key : {"inputs", "outputs"}) {
     w.Key(key);
     w.StartArray();
     for (const auto& t : (key[0] == 'i' ? m.inputs : m.outputs)) {
       w.StartObject();
       w.Key("name");
-      Str(w, t.name);
+      ValidStr(w, t.name);
       w.Key("datatype");
-      Str(w, t.datatype);
+      ValidStr(w, t.datatype);
       w.Key("shape");
       w.StartArray();
       for (int64_t d : t.shape) w.Int64(d);
@@ -102,9 +102,9 @@ std::string StatsJson(const std::vector<serving::ModelStatisticsSnapshot>& stats
   for (const auto& s : stats) {
     w.StartObject();
     w.Key("name");
-    Str(w, s.name);
+    ValidStr(w, s.name);
     w.Key("version");
-    Str(w, std::to_string(s.version));
+    ValidStr(w, std::to_string(s.version));
     w.Key("last_inference");
     w.Uint64(s.last_inference_ms);
     w.Key("inference_count");
@@ -154,16 +154,16 @@ std::string IndexJson(const std::vector<serving::ModelIndexEntry>& index) {
   for (const auto& e : index) {
     w.StartObject();
     w.Key("name");
-    Str(w, e.name);
+    ValidStr(w, e.name);
     if (e.version >= 0) {
       w.Key("version");
-      Str(w, std::to_string(e.version));
+      ValidStr(w, std::to_string(e.version));
     }
     w.Key("state");
-    Str(w, e.state);
+    ValidStr(w, e.state);
     if (!e.reason.empty()) {
       w.Key("reason");
-      Str(w, e.reason);
+      ValidStr(w, e.reason);
     }
     w.EndObject();
   }
@@ -176,7 +176,7 @@ std::string ServerMetadataJson(const ServerExtensions& ext) {
   Writer w(sb);
   w.StartObject();
   w.Key("name");
-  Str(w, ext.id());
+  ValidStr(w, ext.id());
   w.Key("version");
   w.String(kServerVersion);
   w.Key("extensions");
@@ -192,10 +192,10 @@ std::string LogJson(const LogSettings& settings) {
   Writer w(sb);
   w.StartObject();
   for (const auto& [name, value] : settings) {
-    Str(w, name);
+    ValidStr(w, name);
     if (const bool* b = std::get_if<bool>(&value)) w.Bool(*b);
     else if (const uint32_t* u = std::get_if<uint32_t>(&value)) w.Uint(*u);
-    else Str(w, std::get<std::string>(value));
+    else ValidStr(w, std::get<std::string>(value));
   }
   w.EndObject();
   return sb.GetString();
@@ -207,13 +207,13 @@ std::string TraceJson(const TraceSettings& settings) {
   Writer w(sb);
   w.StartObject();
   for (const auto& [name, values] : settings) {
-    Str(w, name);
+    ValidStr(w, name);
     if (name == "trace_level") {
       w.StartArray();
-      for (const auto& v : values) Str(w, v);
+      for (const auto& v : values) ValidStr(w, v);
       w.EndArray();
     } else {
-      Str(w, values.empty() ? "" : values[0]);
+      ValidStr(w, values.empty() ? "" : values[0]);
     }
   }
   w.EndObject();

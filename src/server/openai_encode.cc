@@ -11,7 +11,7 @@ namespace {
 using Writer = rapidjson::Writer<rapidjson::StringBuffer>;
 using TokenText = std::function<std::string(int32_t)>;
 
-void Str(Writer& w, std::string_view s) {
+void WriteStr(Writer& w, std::string_view s) {
   w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
 }
 
@@ -19,7 +19,7 @@ bool IsChat(GenApi api) { return api == GenApi::kChatCompletions; }
 
 void Header(Writer& w, GenApi api, const ResponseMeta& meta, bool chunk) {
   w.Key("id");
-  Str(w, meta.id);
+  WriteStr(w, meta.id);
   w.Key("object");
   if (IsChat(api)) {
     w.String(chunk ? "chat.completion.chunk" : "chat.completion");
@@ -29,7 +29,7 @@ void Header(Writer& w, GenApi api, const ResponseMeta& meta, bool chunk) {
   w.Key("created");
   w.Int64(meta.created);
   w.Key("model");
-  Str(w, meta.model);
+  WriteStr(w, meta.model);
 }
 
 void UsageObject(Writer& w, const Usage& u) {
@@ -56,7 +56,7 @@ void ChatLogprobs(Writer& w, const std::vector<GenTokenLogprob>& lps, const Toke
   for (const auto& lp : lps) {
     w.StartObject();
     w.Key("token");
-    Str(w, text(lp.token));
+    WriteStr(w, text(lp.token));
     w.Key("logprob");
     w.Double(lp.logprob);
     w.Key("top_logprobs");
@@ -64,7 +64,7 @@ void ChatLogprobs(Writer& w, const std::vector<GenTokenLogprob>& lps, const Toke
     for (const auto& [t, l] : lp.top) {
       w.StartObject();
       w.Key("token");
-      Str(w, text(t));
+      WriteStr(w, text(t));
       w.Key("logprob");
       w.Double(l);
       w.EndObject();
@@ -82,7 +82,7 @@ void CompletionLogprobs(Writer& w, const std::vector<GenTokenLogprob>& lps, cons
   w.StartObject();
   w.Key("tokens");
   w.StartArray();
-  for (const auto& lp : lps) Str(w, text(lp.token));
+  for (const auto& lp : lps) WriteStr(w, text(lp.token));
   w.EndArray();
   w.Key("token_logprobs");
   w.StartArray();
@@ -93,7 +93,7 @@ void CompletionLogprobs(Writer& w, const std::vector<GenTokenLogprob>& lps, cons
   for (const auto& lp : lps) {
     w.StartObject();
     for (const auto& [t, l] : lp.top) {
-      Str(w, text(t));  // a token repeated in the top list keeps its first (best) value
+      WriteStr(w, text(t));  // a token repeated in the top list keeps its first (best) value
       w.Double(l);
     }
     w.EndObject();
@@ -122,7 +122,7 @@ void FinishReason(Writer& w, std::string_view reason) {
   if (reason.empty()) {
     w.Null();
   } else {
-    Str(w, reason);
+    WriteStr(w, reason);
   }
 }
 
@@ -145,11 +145,11 @@ std::string EncodeCompletion(GenApi api, const ResponseMeta& meta, const Complet
     w.Key("role");
     w.String("assistant");
     w.Key("content");
-    Str(w, r.text);
+    WriteStr(w, r.text);
     w.EndObject();
   } else {
     w.Key("text");
-    Str(w, r.text);
+    WriteStr(w, r.text);
   }
   Logprobs(w, api, r.logprobs_requested, r.logprobs, token_text);
   FinishReason(w, r.finish_reason);
@@ -181,12 +181,12 @@ std::string EncodeChunk(GenApi api, const ResponseMeta& meta, const ChunkContent
     }
     if (!c.delta.empty() || c.first_chunk) {
       w.Key("content");
-      Str(w, c.delta);
+      WriteStr(w, c.delta);
     }
     w.EndObject();
   } else {
     w.Key("text");
-    Str(w, c.delta);
+    WriteStr(w, c.delta);
   }
   Logprobs(w, api, c.logprobs_requested, c.logprobs, token_text);
   FinishReason(w, c.finish_reason);
@@ -219,11 +219,11 @@ std::string EncodeTritonGenerate(const std::string& model, const std::string& te
   Writer w(sb);
   w.StartObject();
   w.Key("model_name");
-  Str(w, model);
+  WriteStr(w, model);
   w.Key("model_version");
   w.String("1");
   w.Key("text_output");
-  Str(w, text);
+  WriteStr(w, text);
   w.EndObject();
   return sb.GetString();
 }
@@ -248,7 +248,7 @@ std::string EncodeModelList(const std::vector<std::string>& models, int64_t crea
   for (const auto& m : models) {
     w.StartObject();
     w.Key("id");
-    Str(w, m);
+    WriteStr(w, m);
     w.Key("object");
     w.String("model");
     w.Key("created");

@@ -15,13 +15,13 @@ constexpr std::string_view kNames[kApiCategoryCount] = {
 // Triton's gRPC metadata prefix for restricted-protocol keys.
 constexpr std::string_view kGrpcKeyPrefix = "triton-grpc-protocol-";
 
-std::string Lower(std::string_view s) {
+std::string LowerAscii(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
 
-int HexValue(char c) {
+int HexDigitValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
@@ -34,7 +34,7 @@ std::string DecodeEscapes(std::string_view s) {
   out.reserve(s.size());
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '%' && i + 2 < s.size()) {
-      int hi = HexValue(s[i + 1]), lo = HexValue(s[i + 2]);
+      int hi = HexDigitValue(s[i + 1]), lo = HexDigitValue(s[i + 2]);
       if (hi >= 0 && lo >= 0) {
         out.push_back(static_cast<char>(hi * 16 + lo));
         i += 2;
@@ -175,7 +175,7 @@ StatusOr<RestrictedApi> RestrictedApi::Parse(Protocol protocol,
         return InvalidArgument("restricted {} '{}' can not be specified in multiple config groups",
                                kind, name);
       }
-      slot = Restriction{Lower(grpc ? std::string(kGrpcKeyPrefix) + std::string(key) : key),
+      slot = Restriction{LowerAscii(grpc ? std::string(kGrpcKeyPrefix) + std::string(key) : key),
                          std::string(value)};
     }
   }

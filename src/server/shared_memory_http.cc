@@ -12,10 +12,12 @@
 namespace inferd::server {
 namespace {
 
-HttpReply JsonReply(int status, std::string body) {
+HttpReply JsonHttpReply(int status, std::string body) {
   return HttpReply{status, "application/json", std::move(body), {}};
 }
-HttpReply ErrorReply(const Status& s) { return JsonReply(HttpStatusFor(s), JsonError(s.message())); }
+HttpReply ErrorReply(const Status& s) {
+  return JsonHttpReply(HttpStatusFor(s), JsonError(s.message()));
+}
 
 std::vector<std::string_view> Split(std::string_view path) {
   std::vector<std::string_view> parts;
@@ -94,10 +96,11 @@ void Route(SharedMemoryRegistry& registry, const HttpRequest& req,
   }
   const char* method = action == "status" ? "GET" : "POST";
   if (action != "status" && action != "unregister" && !(action == "register" && !region.empty())) {
-    return reply(JsonReply(404, JsonError("unknown path '" + req.path.substr(0, 256) + "'")));
+    return reply(JsonHttpReply(404, JsonError("unknown path '" + req.path.substr(0, 256) + "'")));
   }
   if (req.method != method) {
-    return reply(JsonReply(405, JsonError("method " + req.method + " not allowed on " + req.path)));
+    return reply(
+        JsonHttpReply(405, JsonError("method " + req.method + " not allowed on " + req.path)));
   }
   if (action == "status") {
     if (cuda) {
@@ -105,11 +108,11 @@ void Route(SharedMemoryRegistry& registry, const HttpRequest& req,
         return reply(ErrorReply(
             InvalidArgument("Unable to find cuda shared memory region: '{}'", region)));
       }
-      return reply(JsonReply(200, "[]"));
+      return reply(JsonHttpReply(200, "[]"));
     }
     auto status = registry.GetStatus(region);
     if (!status.ok()) return reply(ErrorReply(status.status()));
-    return reply(JsonReply(200, StatusJson(*status)));
+    return reply(JsonHttpReply(200, StatusJson(*status)));
   }
   if (action == "register") {
     if (cuda) return reply(ErrorReply(Unimplemented("{}", kCudaSharedMemoryUnsupported)));
