@@ -448,6 +448,7 @@ StatusOr<std::unique_ptr<ModelRunner>> CreateDecoderRunner(const std::filesystem
   }
   SessionOptions so;
   so.num_threads = options.num_threads;
+  so.batch_invariant_matmul = true;  // decode and prefill rows alike, alone or batched
   ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(std::move(model), so));
   auto runner = std::make_unique<PagedModelRunner>(std::move(config), options.block_size,
                                                    static_cast<int>(num_blocks),

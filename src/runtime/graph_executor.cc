@@ -206,6 +206,7 @@ StatusOr<GraphExecutor::Step> GraphExecutor::MakeStep(const Node& node,
   for (const auto& in : node.inputs) types.push_back(graph_.ValueType(in));
   ASSIGN_OR_RETURN(const KernelDef* def, provider_->Registry().Find(node, opset, types));
   KernelInfo info(node, opset, graph_, options_.num_threads, make_subgraph);
+  info.set_batch_invariant_matmul(options_.batch_invariant_matmul);
   Step step;
   step.node = &node;
   StatusOr<std::unique_ptr<OpKernel>> kernel = [&]() -> StatusOr<std::unique_ptr<OpKernel>> {

@@ -53,6 +53,10 @@ struct ExecutorOptions {
   // Debugging: fill the arena with 0xFF bytes (float NaN) before every planned run, so a kernel
   // that reads output memory it did not write (e.g. relies on a zero fill it skipped) shows up.
   bool poison_arena = false;
+  // Kernels whose products may be computed by more than one algorithm depending on the row count
+  // (float32 MatMul / FusedMatMul with a constant weight, kernels/cpu/onednn/gemm_weights.h) use
+  // one for every row count: a row's result does not depend on the rows batched with it.
+  bool batch_invariant_matmul = false;
 };
 
 // Values of one run of one graph; the parent is the frame of the enclosing graph (for subgraphs).

@@ -54,6 +54,9 @@ class KernelInfo {
     released_[i] = true;
   }
   bool Released(size_t i) const { return i < released_.size() && released_[i]; }
+  // ExecutorOptions::batch_invariant_matmul of the executor creating the kernel.
+  bool batch_invariant_matmul() const { return batch_invariant_matmul_; }
+  void set_batch_invariant_matmul(bool on) { batch_invariant_matmul_ = on; }
   // Builds an executor for a subgraph attribute (If/Loop/Scan bodies); values the subgraph captures
   // from enclosing scopes are resolved at run time through the KernelContext.
   StatusOr<std::shared_ptr<GraphExecutor>> CreateSubgraph(const Graph& subgraph) const {
@@ -67,6 +70,7 @@ class KernelInfo {
   int num_threads_;
   std::function<StatusOr<std::shared_ptr<GraphExecutor>>(const Graph&)> make_subgraph_;
   mutable std::vector<bool> released_;
+  bool batch_invariant_matmul_ = false;
 };
 
 // What a kernel sees while it runs: its input tensors and the slots for its outputs.

@@ -146,8 +146,9 @@ TEST(MemoryPlannerTest, SteadyStateRunAllocatesNoActivations) {
   // oneDNN's buffers are the user scratchpads, allocated once, except where the MatMul runs on
   // oneDNN's sgemm driver ("gemm:jit": CPUs without AVX-512, where oneDNN 2.6 has no f32 brgemm
   // matmul): that driver mallocs its packing buffer inside every call, which no attribute moves
-  // into the scratchpad. On those CPUs the MatMul runs PanelGemm instead (util/panel_gemm.h,
-  // PreferPanelGemm) when this build compiles it to AVX2, and PanelGemm allocates nothing.
+  // into the scratchpad. On those CPUs this 2-row MatMul runs PanelGemm instead (util/panel_gemm.h,
+  // PreferPanelGemm; small row counts, onednn/gemm_weights.h) when this build compiles it to AVX2,
+  // and PanelGemm allocates nothing.
   const std::string impl = MatMulImplementation();
   const bool sgemm = impl.rfind("gemm:", 0) == 0 && !cpu::PreferPanelGemm();
   EXPECT_EQ(g_dnnl_buffers.load(), sgemm ? 1 : 0) << impl;

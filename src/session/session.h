@@ -37,6 +37,11 @@ struct SessionOptions {
   bool keep_initializers = false;
   // Debugging (ExecutorOptions::poison_arena): NaN-fill the activation arena before every run.
   bool poison_arena = false;
+  // ExecutorOptions::batch_invariant_matmul: each row of a constant-weight float32 matmul is
+  // computed the same whatever the row count (PanelGemm for every M on CPUs where it is used;
+  // kernels/cpu/onednn/gemm_weights.h). The decoder runner sets it (a sequence's tokens must not
+  // depend on what shares its step); off, encoder-sized products take oneDNN's gemm.
+  bool batch_invariant_matmul = false;
 };
 
 class Session {

@@ -11,13 +11,15 @@
 // writes float32 Y; bias, R and the activation stay float32. On CPUs without native bf16 it
 // computes in FP32 (DnnlHasNativeBf16).
 //
-// A constant B computed in float32 without an activation runs util/panel_gemm.h (bias and R as
-// its epilogue) where PreferPanelGemm() says so (CPUs below AVX-512).
+// A constant B computed in float32 without an activation is a GemmWeights on CPUs below AVX-512
+// (onednn/gemm_weights.h): each call runs util/panel_gemm.h (bias and R as its epilogue) or
+// oneDNN's matmul on the plain weights, by the row count and the layout the weights are held in.
 #include <memory>
 
 #include "kernels/cpu/fused/register.h"
 #include "kernels/cpu/onednn/dnnl_kernel.h"
 #include "kernels/cpu/onednn/dnnl_util.h"
+#include "kernels/cpu/onednn/gemm_weights.h"
 #include "kernels/cpu/onednn/packed_weights.h"
 #include "kernels/cpu/onednn/plan_cache.h"
 #include "kernels/cpu/onednn/post_ops.h"
@@ -49,8 +51,9 @@ class FusedMatMulKernel final : public DnnlKernel {
       if (b->dtype() != DataType::kFloat32) {
         return InvalidArgument("{}: B must be float32", node.Describe());
       }
-      if (!bf16_ && act_ops_.len() == 0 && b->NumElements() > 0 && PreferPanelGemm()) {
-        panel_b_.Pack(b->data<float>(), b->dim(0), b->dim(1));
+      const auto policy = GemmWeights::ChooseFor(info.batch_invariant_matmul());
+      if (!bf16_ && act_ops_.len() == 0 && b->NumElements() > 0 && policy) {
+        gemm_b_.Reset(*b, *policy);
         info.ReleaseConstantInput(1);
         return Status::Ok();
       }
@@ -99,17 +102,23 @@ class FusedMatMulKernel final : public DnnlKernel {
                     : ctx.AllocateOutputUninitialized(0, DataType::kFloat32, out);
     if (rows == 0 || n == 0) return Status::Ok();
     if (k == 0) return Unimplemented("{}: K = 0", node.Describe());
-    if (panel_b_.defined()) {
-      PanelGemm(a->data<float>(), rows, panel_b_, y->data<float>(),
-                {bias ? bias->data<float>() : nullptr, res ? res->data<float>() : nullptr});
-      return Status::Ok();
+    const void* b_data = b->raw_data();  // null when B is constant: then gemm_b_ or const_b_
+    GemmWeights::Layout held;
+    if (gemm_b_.defined()) {
+      held = gemm_b_.ForRows(rows);
+      if (held.panel) {
+        PanelGemm(a->data<float>(), rows, *held.panel, y->data<float>(),
+                  {bias ? bias->data<float>() : nullptr, res ? res->data<float>() : nullptr});
+        return Status::Ok();
+      }
+      b_data = held.plain.raw_data();
     }
     const bool packed = const_b_.defined();
     ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, GetPlan(rows, k, n, packed));
     dnnl::engine& eng = DnnlEngine();
     dnnl::stream s(eng);
     memory weights = packed ? plan->weights
-                            : memory(plan->user_weights_md, eng, const_cast<void*>(b->raw_data()));
+                            : memory(plan->user_weights_md, eng, const_cast<void*>(b_data));
     memory src(plan->user_src_md, eng, const_cast<void*>(a->raw_data()));
     if (plan->src_md != plan->user_src_md) {  // bf16: A converted through per-thread scratch
       void* p = ThreadScratch(0, plan->src_md.get_size());
@@ -171,7 +180,7 @@ class FusedMatMulKernel final : public DnnlKernel {
 
   bool has_bias_ = false, has_res_ = false, bf16_ = false;
   dnnl::post_ops act_ops_;
-  PanelWeights panel_b_;    // constant B for PanelGemm (then const_b_ stays empty)
+  GemmWeights gemm_b_;     // constant B for PanelGemm or plain oneDNN (then const_b_ stays empty)
   PackedWeights const_b_;  // one packed copy per layout, shared by every shape's plan
   PlanCache<Shape, Plan> plans_;
 };

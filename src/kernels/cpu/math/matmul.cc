@@ -4,13 +4,15 @@
 // A constant 2-D B is reordered into the layout oneDNN prefers once per layout (PackedWeights,
 // shared by the per-shape plans), and A's batch dims are folded into M (the BERT /
 // fully-connected case). Other shapes use plain layouts with oneDNN's batch broadcasting. Plans
-// (primitives) are cached per input shape. A constant 2-D float32 B without a fused activation
-// runs util/panel_gemm.h instead where PreferPanelGemm() says so (CPUs below AVX-512).
+// (primitives) are cached per input shape. A constant 2-D float32 B without a fused activation is
+// a GemmWeights instead on CPUs below AVX-512 (onednn/gemm_weights.h): each call runs
+// util/panel_gemm.h or oneDNN on the plain weights, by the row count and the layout held.
 #include <memory>
 
 #include "kernels/cpu/math/register.h"
 #include "kernels/cpu/onednn/dnnl_kernel.h"
 #include "kernels/cpu/onednn/dnnl_util.h"
+#include "kernels/cpu/onednn/gemm_weights.h"
 #include "kernels/cpu/onednn/packed_weights.h"
 #include "kernels/cpu/onednn/plan_cache.h"
 #include "kernels/cpu/onednn/post_ops.h"
@@ -142,9 +144,10 @@ class MatMulKernel final : public DnnlKernel {
   Status Init(const KernelInfo& info) override {
     RETURN_IF_ERROR(ParseFusedActivation(info.node(), &post_ops_));
     const Tensor* b = info.ConstantInput(1);
+    const auto policy = GemmWeights::ChooseFor(info.batch_invariant_matmul());
     if (b && b->rank() == 2 && b->dtype() == DataType::kFloat32 && b->NumElements() > 0 &&
-        post_ops_.len() == 0 && PreferPanelGemm()) {
-      panel_b_.Pack(b->data<float>(), b->dim(0), b->dim(1));
+        post_ops_.len() == 0 && policy) {
+      gemm_b_.Reset(*b, *policy);
       info.ReleaseConstantInput(1);
       return Status::Ok();
     }
@@ -180,11 +183,14 @@ class MatMulKernel final : public DnnlKernel {
           },
           [&] { return InvalidArgument("{}: unsupported type {}", node.Describe(), DataTypeName(dtype)); });
     }
-    if (panel_b_.defined() && dtype == DataType::kFloat32) {
-      // B is 2-D: A's batch dims fold into the rows.
-      Tensor* y = ctx.AllocateOutputUninitialized(0, dtype, s.out);
-      PanelGemm(a_in->data<float>(), NumElements(s.batch) * s.m, panel_b_, y->data<float>());
-      return Status::Ok();
+    GemmWeights::Layout held;  // B is 2-D here: A's batch dims fold into the rows
+    if (gemm_b_.defined()) {
+      held = gemm_b_.ForRows(NumElements(s.batch) * s.m);
+      if (held.panel) {
+        Tensor* y = ctx.AllocateOutputUninitialized(0, dtype, s.out);
+        PanelGemm(a_in->data<float>(), NumElements(s.batch) * s.m, *held.panel, y->data<float>());
+        return Status::Ok();
+      }
     }
     if (s.batch.size() + 2 > DNNL_MAX_NDIMS) {
       return Unimplemented("{}: rank {} is above oneDNN's limit", node.Describe(), s.batch.size() + 2);
@@ -193,17 +199,18 @@ class MatMulKernel final : public DnnlKernel {
     Tensor y = dtype == DataType::kFloat32 ? *ctx.AllocateOutputUninitialized(0, dtype, s.out)
                                            : Tensor::Allocate(DataType::kFloat32, s.out);
     const bool packed = const_b_.defined();
+    const bool fold = packed || gemm_b_.defined();
     Shape key = a_in->shape();
     key.push_back(-1);
     key.insert(key.end(), b_in->shape().begin(), b_in->shape().end());
     ASSIGN_OR_RETURN(auto plan, cache_.Get(key, [&]() -> StatusOr<std::shared_ptr<const MatMulPlan>> {
       dnnl::primitive_attr attr;
       attr.set_post_ops(post_ops_);
-      if (packed) {
+      if (fold) {
         // A's batch folds into M: [batch * M, K] x [K, N].
         const int64_t rows = NumElements(s.batch) * s.m;
         return MakePlan(PlainDesc({rows, s.k}), PlainDesc({s.k, s.n}), PlainDesc({rows, s.n}),
-                        nullptr, attr, &const_b_);
+                        nullptr, attr, packed ? &const_b_ : nullptr);
       }
       memory::dims ad(s.a_batch.begin(), s.a_batch.end()), bd(s.b_batch.begin(), s.b_batch.end()),
           yd(s.batch.begin(), s.batch.end());
@@ -212,15 +219,15 @@ class MatMulKernel final : public DnnlKernel {
       yd.insert(yd.end(), {s.m, s.n});
       return MakePlan(PlainDesc(ad), PlainDesc(bd), PlainDesc(yd), nullptr, attr, nullptr);
     }));
-    Tensor b;
-    if (!packed) b = ToFloat32(*b_in);
+    Tensor b = held.plain;  // gemm_b_'s plain weights, or B read per call
+    if (!packed && !b.defined()) b = ToFloat32(*b_in);
     Execute(*plan, a.raw_data(), packed ? nullptr : b.raw_data(), nullptr, y.raw_data());
     if (dtype != DataType::kFloat32) SetOutputFromFloat32(ctx, 0, dtype, y);
     return Status::Ok();
   }
 
   dnnl::post_ops post_ops_;
-  PanelWeights panel_b_;   // constant 2-D float32 B for PanelGemm (then const_b_ stays empty)
+  GemmWeights gemm_b_;     // constant 2-D float32 B, PanelGemm / plain oneDNN (const_b_ empty)
   PackedWeights const_b_;  // constant 2-D B, packed once per layout
   PlanCache<Shape, MatMulPlan> cache_;
 };

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <cstring>
+
+#include "kernels/cpu/onednn/gemm_weights.h"
 #include "kernels/cpu/util/broadcast.h"
 #include "kernels/cpu/util/kernel_util.h"
 #include "session/test_util.h"
@@ -80,6 +83,107 @@ TEST(NnMatMul, BadInputs) {
   EXPECT_FALSE(RunNode("MatMul", {}, {RandomFloat({2, 3, 4}), RandomFloat({3, 4, 5})}, 1).ok());
   EXPECT_FALSE(RunNode("MatMul", {}, {Tensor::Scalar(1.f), RandomFloat({3})}, 1).ok());
   EXPECT_FALSE(RunNode("MatMul", {}, {RandomFloat({3, 4}), RandomInt64({4, 2}, 1)}, 1).ok());
+}
+
+// A constant 2-D float32 B on every GemmWeights path (each forced; auto is the CPU's choice), at
+// row counts on both sides of PanelGemmMaxRows, A of rank 1 to 3.
+TEST(NnMatMul, ConstantWeightsOnEveryGemmPath) {
+  const Tensor b = RandomFloat({64, 37}, -1, 1, 5);
+  const std::vector<Shape> a_shapes = {{64}, {1, 64}, {3, 64}, {2, 7, 64}, {130, 64}, {3, 50, 64}};
+  for (GemmPath path : {GemmPath::kPanel, GemmPath::kOneDnn, GemmPath::kByRows, GemmPath::kAuto}) {
+    ScopedGemmPathForTesting scoped(path);
+    for (const Shape& as : a_shapes) {
+      SCOPED_TRACE(::testing::Message()
+                   << "path " << static_cast<int>(path) << ", A " << ShapeToString(as));
+      const Tensor a = RandomFloat(as, -1, 1, 6);
+      auto out = RunNode("MatMul", {}, {a, b}, 1, 13, {1});
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      ExpectTensorNear((*out)[0], RefMatMul(a, b), 1e-4, 1e-5);
+    }
+  }
+}
+
+// A one-node MatMul session over the constant B (kept by the caller: the session erases it).
+std::unique_ptr<Session> MatMulSession(const Tensor& b, bool batch_invariant) {
+  Model model;
+  model.opsets[""] = 13;
+  Graph& g = model.graph;
+  g.name = "matmul";
+  ValueInfo in;
+  in.name = "a";
+  in.dtype = DataType::kFloat32;
+  g.inputs = {in};
+  ValueInfo out;
+  out.name = "y";
+  g.outputs = {out};
+  g.initializers["b"] = b;
+  g.AddNode("MatMul", {"a", "b"}, {"y"}, "mm");
+  SessionOptions opts;
+  opts.num_threads = 2;
+  opts.batch_invariant_matmul = batch_invariant;
+  auto s = Session::Create(std::move(model), opts);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(s).value() : nullptr;
+}
+
+// By rows: encoder-sized calls run oneDNN on the initializer's own buffer (no copy), then once
+// small calls outnumber them the weights become panels and the plain copy goes; every result
+// right along the way.
+TEST(NnMatMul, ByRowsHoldsOneCopyAndSwitchesToPanels) {
+  ScopedGemmPathForTesting scoped(GemmPath::kByRows);
+  const Tensor b = RandomFloat({64, 37}, -1, 1, 7);
+  const GemmWeights::Totals before = GemmWeights::LiveTotals();
+  auto session = MatMulSession(b, false);
+  ASSERT_TRUE(session);
+  auto run = [&](int64_t rows) {
+    SCOPED_TRACE(rows);
+    const Tensor a = RandomFloat({rows, 64}, -1, 1, static_cast<uint32_t>(rows));
+    std::vector<Tensor> outs;
+    ASSERT_TRUE(session->Run({a}, &outs).ok());
+    ExpectTensorNear(outs[0], RefMatMul(a, b), 1e-4, 1e-5);
+  };
+  using Bytes = std::pair<int64_t, int64_t>;  // plain, panels
+  auto held = [&] {
+    const GemmWeights::Totals now = GemmWeights::LiveTotals();
+    return Bytes(now.plain_bytes - before.plain_bytes, now.panel_bytes - before.panel_bytes);
+  };
+  const int64_t plain = static_cast<int64_t>(b.ByteSize());
+  const int64_t large = PanelGemmMaxRows(64, 37) + 1;
+  run(large);
+  run(large);
+  EXPECT_EQ(held(), Bytes(plain, 0));
+  run(1);
+  run(2);
+  EXPECT_EQ(held(), Bytes(plain, 0));  // two small against two large: still plain
+  run(3);  // three against two: panels (3 of 16 columns, the last padded), no plain copy
+  EXPECT_EQ(held(), Bytes(0, 64 * 48 * 4));
+  run(large);
+  run(1);
+  session.reset();
+  EXPECT_EQ(held(), Bytes(0, 0));
+}
+
+// A batch-invariant session (the decoder runner's) computes a row bit for bit the same alone as
+// among 200 (PanelGemm for every M, whatever the by-rows rule would take).
+TEST(NnMatMul, BatchInvariantRowsDoNotDependOnTheBatch) {
+  ScopedGemmPathForTesting scoped(GemmPath::kByRows);
+  const Tensor b = RandomFloat({300, 40}, -1, 1, 8);
+  auto session = MatMulSession(b, true);
+  ASSERT_TRUE(session);
+  const Tensor a = RandomFloat({200, 300}, -1, 1, 9);
+  std::vector<Tensor> all;
+  ASSERT_TRUE(session->Run({a}, &all).ok());
+  ExpectTensorNear(all[0], RefMatMul(a, b), 1e-4, 1e-5);
+  for (int64_t row : {0, 77, 199}) {
+    const Tensor one = Tensor::FromVector(
+        std::vector<float>(a.data<float>() + row * 300, a.data<float>() + (row + 1) * 300),
+        {1, 300});
+    std::vector<Tensor> outs;
+    ASSERT_TRUE(session->Run({one}, &outs).ok());
+    EXPECT_EQ(std::memcmp(outs[0].raw_data(), all[0].data<float>() + row * 40, 40 * sizeof(float)),
+              0)
+        << "row " << row;
+  }
 }
 
 Tensor RefGemm(const Tensor& a, const Tensor& b, const Tensor* c, bool ta, bool tb, float alpha,

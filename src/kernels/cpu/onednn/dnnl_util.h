@@ -39,10 +39,11 @@ bool DnnlHasAvx512();
 // Native bf16 arithmetic (avx512_core_bf16 and up); without it oneDNN emulates bf16 (avx512_core)
 // or has no bf16 convolution / matmul at all (AVX2).
 bool DnnlHasNativeBf16();
-// Whether float32 MatMul / FusedMatMul with a constant 2-D B run util/panel_gemm.h instead of
-// oneDNN: on CPUs below AVX-512 (where oneDNN 2.6 takes its plain-layout AVX2 gemm) and when this
-// build compiles the panel kernel to AVX2 + FMA (-march=native on such a host); elsewhere
-// oneDNN's kernels are the faster ones.
+// Whether float32 MatMul / FusedMatMul with a constant 2-D B may run util/panel_gemm.h instead of
+// oneDNN (at small row counts, and in decoders: onednn/gemm_weights.h): on CPUs below AVX-512
+// (where oneDNN 2.6 takes its plain-layout AVX2 gemm) and when this build compiles the panel
+// kernel to AVX2 + FMA (-march=native on such a host); elsewhere oneDNN's kernels are the faster
+// ones.
 bool PreferPanelGemm();
 
 // Whether oneDNN's int8 convolution / matmul computes exactly for `activations` (uint8/int8)

@@ -113,7 +113,7 @@ TEST(WeightSharing, ShapesABAKeepOnePackedCopyPerWeight) {
       ExpectTensorNear(outs[2], RefRows(gi, gemm_b, true, &gemm_c), 1e-4, 1e-4);
       const PackedWeights::Totals now = PackedWeights::LiveTotals();
       // One packed layout per constant weight, whatever the number of shapes run so far; the
-      // MatMul's B is a PanelWeights instead where PreferPanelGemm (util/panel_gemm.h).
+      // MatMul's B is a GemmWeights instead where PreferPanelGemm (onednn/gemm_weights.h).
       const bool panel = PreferPanelGemm();
       EXPECT_EQ(now.layouts - before.layouts, panel ? 2 : 3);
       if (layouts_after_first < 0) layouts_after_first = now.bytes - before.bytes;

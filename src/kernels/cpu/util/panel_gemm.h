@@ -1,6 +1,8 @@
 // A float32 GEMM over constant weights repacked once into 16-column panels: what MatMul and
 // FusedMatMul run for a constant 2-D B on CPUs without AVX-512 (PreferPanelGemm in
-// onednn/dnnl_util.h), where oneDNN 2.6 takes its AVX2 "gemm:jit" path.
+// onednn/dnnl_util.h), where oneDNN 2.6 takes its AVX2 "gemm:jit" path, at decode-sized row counts
+// and in decoders (which M takes which kernel, and the one copy of the weights:
+// onednn/gemm_weights.h).
 //
 // Why hand-written: that path reads B in its plain row-major layout on every call. The rows of a
 // 16-column strip lie N floats apart (768, 1280, 3072, 32000 in a decoder: strides that map them
@@ -9,9 +11,9 @@
 // panel is K x 16 contiguous floats, read front to back by a 6 x 16 register tile, K in blocks of
 // 256 that stay in L1 while every row tile uses them; while they compute on one block, the row
 // tiles prefetch the next (at 3+ rows the weights' stream from memory overlaps all of a block's
-// passes instead of only the first one's). The same code runs prefill-sized M (it
-// measured faster than oneDNN's at 256 rows on the AVX2 host too), so the kernel holds one packed
-// copy of the weights, not two. Measured figures: docs/generation.md.
+// passes instead of only the first one's). The same code runs any M (a decoder's prefill, bit for
+// bit the rows of a decode), but at encoder sizes oneDNN's sgemm, which blocks A too, is faster:
+// docs/performance.md. Measured decode figures: docs/generation.md.
 #pragma once
 
 #include <cstdint>
