@@ -24,6 +24,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 import gguf_writer  # noqa: E402
+from run_bench import ensure_node_llama  # noqa: E402  (installs the llama.cpp peer when missing)
 
 
 def load():
@@ -93,8 +94,10 @@ def main():
              "inferd INT8": quantized(o.inferd, model_dir, out, "int8", o.group),
              "inferd INT4": quantized(o.inferd, model_dir, out, "int4", o.group)}
     gguf = out / f"{o.model}-q4_0.gguf"
-    if not o.no_llama and not gguf.is_file():
-        gguf_writer.convert(model_dir, gguf, "q4_0")
+    if not o.no_llama:
+        ensure_node_llama()
+        if not gguf.is_file():
+            gguf_writer.convert(model_dir, gguf, "q4_0")
     res = {"model": o.model, "cpu": cpu_name(), "threads": o.threads, "steps": o.steps,
            "group": o.group, "spincount": o.spincount, "runs": []}
     for r in range(o.rounds):
