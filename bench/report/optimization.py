@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """The optimization report: what each serving optimization buys, measured with `inferd bench --url`.
 
-For each model (the DLRM recommender and ResNet-50 from scripts/export_models.py) one `inferd serve`
+For each model (the DLRM recommender, ResNet-50 and BERT-base from scripts/export_models.py; BERT
+at sequence 128 with dynamic INT8) one `inferd serve`
 process serves the model in every configuration at once, under different names:
 
   1 fp32        FP32, graph optimizer off (inferd { optimization_level: -1 }), no dynamic batching
   2 +batching   ... + dynamic_batching
-  3 +int8       ... + the model quantized by `inferd quantize --precision int8` (skipped, with the
-                reason, when quantization is unavailable or fails for the model)
+  3 +int8       ... + the model quantized by `inferd quantize --precision int8` at optimizer level
+                basic (QdqFusion: int8 kernels; skipped, with the reason, when quantization is
+                unavailable or fails for the model)
   4 +fusion     ... + graph optimizer at level all (fusions, layout)
 
 and the same closed-loop workload (`--concurrency-range C`, batch-1 requests, random inputs) runs
@@ -39,12 +41,19 @@ WORKLOADS = {
     "dlrm": (16, 2000, 64, 2000),
     "resnet50": (4, 3000, 16, 5000),
     "mobilenet_v2": (4, 2000, 16, 5000),
+    "bert_base": (4, 10000, 16, 5000),
 }
+# Per model: extra `inferd bench --url` arguments (BERT's variable sequence dim: 128 tokens, random
+# ids and mask of 0/1) and `inferd quantize` flags for the INT8 step (BERT: dynamic INT8, the
+# transformer recipe of docs/quantization.md; the others static with calibration).
+BENCH_ARGS = {"bert_base": ["--shape", "input_ids=1,128", "--shape", "attention_mask=1,128"]}
+DYNAMIC_INT8 = {"bert_base"}
 
 STEPS = [
     ("fp32", "FP32, no graph optimization, no dynamic batching"),
     ("batching", "+ dynamic batching"),
-    ("int8", "+ INT8 (inferd quantize, static, per-channel)"),
+    ("int8", "+ INT8 (inferd quantize: static, per-channel; BERT-base dynamic), optimizer level "
+             "basic (QDQ fused into int8 kernels)"),
     ("fusion", "+ graph fusion and layout optimization (level all)"),
 ]
 
@@ -76,13 +85,17 @@ def calibration_dir(model_dir, out):
     return out
 
 
-def quantize(inferd, src, dst, log):
+def quantize(inferd, src, dst, log, dynamic=False):
     """INT8 model via `inferd quantize`; returns (path or None, reason)."""
     r = subprocess.run([inferd, "quantize", "--help"], capture_output=True, text=True)
     if r.returncode != 0:
         return None, "`inferd quantize` is not available in this build"
-    calib = calibration_dir(os.path.dirname(src), dst[:-len(".onnx")] + "_calibration")
-    cmd = [inferd, "quantize", src, "-o", dst, "--precision", "int8", "--calibration", calib]
+    cmd = [inferd, "quantize", src, "-o", dst, "--precision", "int8"]
+    if dynamic:
+        cmd.append("--dynamic")
+    else:
+        cmd += ["--calibration",
+                calibration_dir(os.path.dirname(src), dst[:-len(".onnx")] + "_calibration")]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     log.write(" ".join(cmd) + "\n" + r.stdout + r.stderr + "\n")
     if r.returncode != 0:
@@ -97,12 +110,16 @@ def write_repository(args, model, repo, log):
         raise SystemExit(f"{src} is missing: run scripts/export_models.py --out {args.models_dir}")
     shutil.rmtree(repo, ignore_errors=True)
     int8, reason = quantize(args.inferd, src, os.path.join(os.path.dirname(repo),
-                                                           f"{model}_int8.onnx"), log)
+                                                           f"{model}_int8.onnx"), log,
+                            dynamic=model in DYNAMIC_INT8)
     steps = []
     for key, _ in STEPS:
         path = src
         batching = key != "fp32"
-        level = 3 if key == "fusion" else -1
+        # INT8 needs optimizer level basic to run as INT8 (QdqFusion turns the QDQ pairs into
+        # int8 kernels; at -1 the file's QuantizeLinear/DequantizeLinear run in float and INT8
+        # looked like a loss); basic also folds constants and BatchNorm, no fusion or layout.
+        level = {"fusion": 3, "int8": 1}.get(key, -1)
         if key in ("int8", "fusion") and int8:
             path = int8
         if key == "int8" and not int8:
@@ -118,7 +135,8 @@ def write_repository(args, model, repo, log):
 
 
 def bench(args, server, name, conc, interval, out_json):
-    cmd = [args.inferd, "bench", "--url", server.http, "--model", name,
+    model = name.rsplit("_", 1)[0]
+    cmd = [args.inferd, "bench", "--url", server.http, "--model", name, *BENCH_ARGS.get(model, []),
            "--concurrency-range", str(conc), "--measurement-interval-ms", str(interval),
            "--max-trials", str(args.max_trials), "--metrics-url", server.metrics,
            "--json", out_json, "-q"]
