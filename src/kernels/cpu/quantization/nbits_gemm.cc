@@ -96,8 +96,17 @@ float DotScalar(const QuantizedRow& a, const NBitsWeights& w, int64_t r) {
     float accg = 0.f;
     for (int64_t b = g * per_group; b < std::min(subs, (g + 1) * per_group); ++b) {
       const uint8_t* sb = row + b * sub_bytes;
-      int32_t isum = 0;
-      for (int64_t j = 0; j < kSub; ++j) isum += Code(sb, w.bits, j) * a.q[b * kSub + j];
+      // Unsigned codes (8 bits: code + 128, the offset taken out after): GCC 12 at -O3 with
+      // -march on an AVX-512 VNNI CPU (Xeon family 6 model 207) vectorizes a signed x signed
+      // byte dot product into vpdpbusd, which multiplies unsigned x signed: wrong sums for
+      // negative 8-bit codes. Unsigned x signed is the product it compiles correctly.
+      const int offset = w.bits == 8 ? 128 : 0;
+      int32_t isum = 0, qsum = 0;
+      for (int64_t j = 0; j < kSub; ++j) {
+        isum += (Code(sb, w.bits, j) + offset) * a.q[b * kSub + j];
+        qsum += a.q[b * kSub + j];
+      }
+      isum -= offset * qsum;
       accg += a.d[b] * static_cast<float>(isum);
     }
     const float ws = w.scales[r * groups + g];
