@@ -59,9 +59,10 @@ Status CheckConfig(const DecoderConfig& c, const std::string& file) {
 }
 
 // The router load of a mixture-of-experts graph: each ai.inferd.MoE (or MoENBits) node's
-// expert_counts output (kernels/cpu/moe/moe.h, moe_nbits.h), named inferd.moe_expert_counts.N when the export left it unnamed,
-// becomes a graph output. Returns the layers in graph order with their number of experts (the
-// router initializer's second dim; 0 when it is not an initializer, which the kernel refuses).
+// expert_counts output (kernels/cpu/moe/moe.h, moe_nbits.h), named inferd.moe_expert_counts.N when
+// the export left it unnamed, becomes a graph output. Returns the layers in graph order with their
+// number of experts (the router initializer's second dim; 0 when it is not an initializer, which
+// the kernel refuses).
 struct MoeLayer {
   std::string counts;
   int64_t experts = 0;

@@ -28,7 +28,8 @@ namespace fs = std::filesystem;
 constexpr char kModel[] = "test-moe";
 
 fs::path TempDir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("inferd_moe_nbits_" + std::to_string(::getpid())) / name;
+  fs::path d =
+      fs::temp_directory_path() / ("inferd_moe_nbits_" + std::to_string(::getpid())) / name;
   fs::remove_all(d);
   fs::create_directories(d.parent_path());
   return d;
@@ -101,8 +102,7 @@ TEST(MoeNBitsRunner, TheRunnerCountsTheRouterLoadOfQuantizedExperts) {
   o.num_threads = 2;
   auto runner = CreateDecoderRunner(Quantized(4, false, &report), o);
   ASSERT_TRUE(runner.ok()) << runner.status().ToString();
-  const std::vector<int32_t> a = {1, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51},
-                             b = {1, 7, 8};
+  const std::vector<int32_t> a = {1, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51}, b = {1, 7, 8};
   const std::vector<int32_t> ta = {0}, tb = {1};
   SequenceChunk chunks[2] = {{1, a, 0, ta, true}, {2, b, 0, tb, true}};
   Tensor logits;
@@ -112,7 +112,8 @@ TEST(MoeNBitsRunner, TheRunnerCountsTheRouterLoadOfQuantizedExperts) {
   for (const auto& layer : load) {
     EXPECT_EQ(std::accumulate(layer.begin(), layer.end(), int64_t{0}), 32);  // 16 tokens x 2
   }
-  for (int64_t i = 0; i < logits.NumElements(); ++i) ASSERT_TRUE(std::isfinite(logits.data<float>()[i]));
+  for (int64_t i = 0; i < logits.NumElements(); ++i)
+    ASSERT_TRUE(std::isfinite(logits.data<float>()[i]));
 }
 
 // A quantized folder edited after the fact: the load fails naming the node and what is wrong.

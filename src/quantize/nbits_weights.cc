@@ -187,7 +187,8 @@ Status QuantizeWeightsNBits(Model& model, const NBitsOptions& o, QuantizeReport*
           label, ShapeToString(gate.shape()), ShapeToString(up.shape()),
           ShapeToString(down.shape()));
     }
-    for (size_t i = 2; i <= 4; ++i) RETURN_IF_ERROR(CheckFinite(g.initializers.at(n->inputs[i]), n->inputs[i]));
+    for (size_t i = 2; i <= 4; ++i)
+      RETURN_IF_ERROR(CheckFinite(g.initializers.at(n->inputs[i]), n->inputs[i]));
     moe.push_back(n.get());
   }
   if (std::none_of(todo.begin(), todo.end(), [](Node* n) { return n->op_type == "MatMul"; })) {
@@ -263,8 +264,10 @@ Status QuantizeWeightsNBits(Model& model, const NBitsOptions& o, QuantizeReport*
       QuantizeReport::Layer layer;
       layer.node = label;
       layer.op_type = fmt::format("MoE {} (int{}, group {}, {} experts x [{}, {}])",
-                                  i == 2 ? "gate" : i == 3 ? "up" : "down", o.bits, o.group_size,
-                                  e, k, rows);
+                                  i == 2   ? "gate"
+                                  : i == 3 ? "up"
+                                           : "down",
+                                  o.bits, o.group_size, e, k, rows);
       layer.output = n->outputs[0];
       layer.weight_sqnr_db = p.sqnr_db;
       report->layers.push_back(layer);

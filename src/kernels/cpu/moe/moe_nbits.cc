@@ -64,8 +64,7 @@ void Down(const MoeNBitsWeights& w, const MoeRouting& r, const NBitsQuantizedRow
     for (int64_t i = i0; i < i1; ++i) {
       const Item& it = items[i];
       const int64_t r0 = r.offset[it.expert];
-      NBitsDecodeTiles(w.down[it.expert], it.t0, it.t1, g + r0, r.rows(it.expert), d + r0 * h,
-                       h);
+      NBitsDecodeTiles(w.down[it.expert], it.t0, it.t1, g + r0, r.rows(it.expert), d + r0 * h, h);
     }
   });
 }
@@ -89,8 +88,8 @@ void PackMoeNBitsWeights(const float* router, int64_t h, const std::vector<MoeNB
   }
 }
 
-void MoeNBitsForward(const float* x, int64_t t, const MoeNBitsWeights& w, int top_k,
-                     bool normalize, float* y, int64_t* counts) {
+void MoeNBitsForward(const float* x, int64_t t, const MoeNBitsWeights& w, int top_k, bool normalize,
+                     float* y, int64_t* counts) {
   const int64_t h = w.hidden, n = w.inter, e = w.experts, k = top_k;
   if (counts) std::fill_n(counts, e, int64_t{0});
   if (t <= 0) return;
@@ -123,8 +122,8 @@ struct Attrs {
 };
 
 // Input i must be a constant of `dtype` and shape `want`.
-StatusOr<const Tensor*> Constant(const KernelInfo& info, size_t i, const char* what,
-                                 DataType dtype, const Shape& want, const Attrs& a) {
+StatusOr<const Tensor*> Constant(const KernelInfo& info, size_t i, const char* what, DataType dtype,
+                                 const Shape& want, const Attrs& a) {
   const Node& node = info.node();
   const Tensor* t = info.ConstantInput(i);
   if (t == nullptr) {
@@ -132,9 +131,9 @@ StatusOr<const Tensor*> Constant(const KernelInfo& info, size_t i, const char* w
                            node.Describe(), what, i);
   }
   if (t->dtype() != dtype || t->shape() != want) {
-    return InvalidArgument("{}: {} must be {} {} ({} bits, block_size {}), got {}",
-                           node.Describe(), what, DataTypeName(dtype), ShapeToString(want),
-                           a.bits, a.block, t->DebugString());
+    return InvalidArgument("{}: {} must be {} {} ({} bits, block_size {}), got {}", node.Describe(),
+                           what, DataTypeName(dtype), ShapeToString(want), a.bits, a.block,
+                           t->DebugString());
   }
   return t;
 }
@@ -206,10 +205,11 @@ class MoeNBitsKernel final : public OpKernel {
       v.n = rows;
       v.k = k;
       v.group = a.block;
-      v.data = static_cast<const uint8_t*>(t[m][0]->raw_data()) +
-               expert * rows * NBitsRowBytes(bits, k);
+      v.data =
+          static_cast<const uint8_t*>(t[m][0]->raw_data()) + expert * rows * NBitsRowBytes(bits, k);
       v.scales = t[m][1]->data<float>() + expert * rows * groups;
-      if (zp) v.zero_points = static_cast<const uint8_t*>(t[m][2]->raw_data()) + expert * rows * groups;
+      if (zp)
+        v.zero_points = static_cast<const uint8_t*>(t[m][2]->raw_data()) + expert * rows * groups;
       return v;
     };
     std::vector<MoeNBitsExpert> experts(e);
@@ -224,10 +224,9 @@ class MoeNBitsKernel final : public OpKernel {
   Status Compute(KernelContext& ctx) const override {
     const Node& node = ctx.node();
     const Tensor* x = ctx.Input(0);
-    if (!x || x->dtype() != DataType::kFloat32 || x->rank() < 1 ||
-        x->shape().back() != w_.hidden) {
-      return InvalidArgument("{}: X must be float32 [..., {}], got {}", node.Describe(),
-                             w_.hidden, x ? x->DebugString() : "nothing");
+    if (!x || x->dtype() != DataType::kFloat32 || x->rank() < 1 || x->shape().back() != w_.hidden) {
+      return InvalidArgument("{}: X must be float32 [..., {}], got {}", node.Describe(), w_.hidden,
+                             x ? x->DebugString() : "nothing");
     }
     Tensor* y = ctx.AllocateOutputUninitialized(0, DataType::kFloat32, x->shape());
     int64_t* counts = nullptr;

@@ -47,9 +47,9 @@ namespace inferd::cpu {
 // The repacked weights of one MoENBits node.
 struct MoeNBitsWeights {
   int64_t hidden = 0, inter = 0, experts = 0;
-  PanelWeights router;                         // [H, E]
-  std::vector<NBitsDecodeWeights> gate, up;    // per expert: I rows of H values
-  std::vector<NBitsDecodeWeights> down;        // per expert: H rows of I values
+  PanelWeights router;                       // [H, E]
+  std::vector<NBitsDecodeWeights> gate, up;  // per expert: I rows of H values
+  std::vector<NBitsDecodeWeights> down;      // per expert: H rows of I values
 };
 
 // One expert's three matrices in the file layout (gate, up: n = I, k = H; down: n = H, k = I;
@@ -64,8 +64,8 @@ void PackMoeNBitsWeights(const float* router, int64_t h, const std::vector<MoeNB
 
 // y [t, H] = the MoE block over x [t, H] with the quantized experts (t >= 0; y must not alias x);
 // counts (may be null): [E] tokens routed to each expert. 1 <= top_k <= E.
-void MoeNBitsForward(const float* x, int64_t t, const MoeNBitsWeights& w, int top_k,
-                     bool normalize, float* y, int64_t* counts);
+void MoeNBitsForward(const float* x, int64_t t, const MoeNBitsWeights& w, int top_k, bool normalize,
+                     float* y, int64_t* counts);
 
 // Registers ai.inferd.MoENBits (called by RegisterMoeKernels).
 void RegisterMoeNBitsKernel(KernelRegistry& r);

@@ -65,8 +65,8 @@ QuantMatrix QuantizeExperts(const Tensor& w, const Quant& q) {
     }
     uint8_t* codes = static_cast<uint8_t*>(m.codes.raw_data()) + x * n * rb;
     float* scales = m.scales.data<float>() + x * n * groups;
-    uint8_t* zp = q.asym ? static_cast<uint8_t*>(m.zero_points.raw_data()) + x * n * groups
-                         : nullptr;
+    uint8_t* zp =
+        q.asym ? static_cast<uint8_t*>(m.zero_points.raw_data()) + x * n * groups : nullptr;
     cpu::QuantizeNBits(rows.data(), n, k, q.bits, q.group, q.asym, codes, scales, zp);
     const cpu::NBitsWeights view{q.bits, n, k, q.group, codes, scales, zp};
     for (int64_t j = 0; j < n; ++j) {
@@ -91,8 +91,8 @@ QuantWeights Quantize(const FloatWeights& w, const Quant& q) {
 }
 
 std::vector<Tensor> Inputs(const Tensor& x, const QuantWeights& w) {
-  std::vector<Tensor> in = {x,           w.router,      w.gate.codes, w.gate.scales,
-                            w.up.codes,  w.up.scales,   w.down.codes, w.down.scales};
+  std::vector<Tensor> in = {x,          w.router,    w.gate.codes, w.gate.scales,
+                            w.up.codes, w.up.scales, w.down.codes, w.down.scales};
   if (w.gate.zero_points.defined()) {
     in.insert(in.end(), {w.gate.zero_points, w.up.zero_points, w.down.zero_points});
   }
@@ -117,7 +117,8 @@ std::vector<double> HalfSteps(const std::vector<double>& a, int bits) {
   for (size_t b = 0; b < a.size(); b += 32) {
     double amax = 0;
     for (size_t j = b; j < std::min(a.size(), b + 32); ++j) amax = std::max(amax, std::fabs(a[j]));
-    for (size_t j = b; j < std::min(a.size(), b + 32); ++j) s[j] = amax / (bits == 4 ? 127 : 63) / 2;
+    for (size_t j = b; j < std::min(a.size(), b + 32); ++j)
+      s[j] = amax / (bits == 4 ? 127 : 63) / 2;
   }
   return s;
 }
@@ -192,7 +193,7 @@ struct Agreement {
 // The kernel against the reference on `ref` weights (the float originals or the dequantized
 // ones): every output within its bound.
 Agreement CheckAgainstReference(const MoeCase& c, const Quant& q, const Shape& x_shape, int k,
-                             bool normalize, bool dequantized_reference) {
+                                bool normalize, bool dequantized_reference) {
   const FloatWeights w = RandomWeights(c, 7);
   const QuantWeights qw = Quantize(w, q);
   const FloatWeights dq = qw.dequantized();
@@ -207,8 +208,8 @@ Agreement CheckAgainstReference(const MoeCase& c, const Quant& q, const Shape& x
   double norm = 0, noise = 0;
   for (int64_t tok = 0; tok < t; ++tok) {
     std::vector<double> want, bound;
-    ReferenceToken(x.data<float>() + tok * c.h, c, dequantized_reference ? dq : w, dq, k,
-                   normalize, q.bits, &want, &bound, &counts);
+    ReferenceToken(x.data<float>() + tok * c.h, c, dequantized_reference ? dq : w, dq, k, normalize,
+                   q.bits, &want, &bound, &counts);
     for (int64_t o = 0; o < c.h; ++o) {
       const double err = std::fabs((*out)[0].data<float>()[tok * c.h + o] - want[o]);
       agree.worst = std::max(agree.worst, err / bound[o]);
@@ -218,8 +219,8 @@ Agreement CheckAgainstReference(const MoeCase& c, const Quant& q, const Shape& x
         ADD_FAILURE() << q.bits << " bits, group " << q.group << (q.asym ? " asym" : " sym")
                       << (dequantized_reference ? ", dequantized" : ", float")
                       << " reference: token " << tok << " column " << o << " error " << err
-                      << " > bound " << bound[o] << " (h " << c.h << ", n " << c.n << ", e "
-                      << c.e << ", k " << k << ")";
+                      << " > bound " << bound[o] << " (h " << c.h << ", n " << c.n << ", e " << c.e
+                      << ", k " << k << ")";
         return agree;
       }
     }
@@ -266,9 +267,8 @@ TEST(MoENBits, MatchesTheDequantizedWeightsReferenceWithinActivationRounding) {
     for (int64_t t : {1, 37}) {
       const Agreement dq = CheckAgainstReference({64, 48, 8}, q, {t, 64}, 2, true, true);
       const Agreement fp = CheckAgainstReference({64, 48, 8}, q, {t, 64}, 2, true, false);
-      const std::string name = std::to_string(q.bits) + " bits, group " +
-                               std::to_string(q.group) + (q.asym ? " asym" : " sym") +
-                               ", tokens " + std::to_string(t);
+      const std::string name = std::to_string(q.bits) + " bits, group " + std::to_string(q.group) +
+                               (q.asym ? " asym" : " sym") + ", tokens " + std::to_string(t);
       EXPECT_GT(dq.sqnr_db, q.bits == 4 ? 37.0 : 32.0) << name;
       EXPECT_GT(fp.sqnr_db, q.bits == 4 ? 16.5 : 31.0) << name;
       if (q.bits == 4) {

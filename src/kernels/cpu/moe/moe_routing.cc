@@ -101,8 +101,8 @@ void CombineExpertRows(const MoeRouting& r, const float* d, int64_t t, int64_t h
 Status ParseMoeAttributes(const Node& node, int64_t experts, int* top_k, bool* normalize) {
   const int64_t k = node.GetInt("top_k", 2), norm = node.GetInt("normalize", 1);
   if (k < 1 || k > experts) {
-    return InvalidArgument("{}: top_k {} outside 1..{} (the number of experts)", node.Describe(),
-                           k, experts);
+    return InvalidArgument("{}: top_k {} outside 1..{} (the number of experts)", node.Describe(), k,
+                           experts);
   }
   if (norm != 0 && norm != 1) {
     return InvalidArgument("{}: normalize must be 0 or 1, got {}", node.Describe(), norm);

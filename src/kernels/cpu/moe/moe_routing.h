@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cpu/util/panel_gemm.h"
 #include "common/status.h"
 #include "graph/graph.h"
+#include "kernels/cpu/util/panel_gemm.h"
 
 namespace inferd::cpu {
 
@@ -22,11 +22,11 @@ constexpr int64_t kMoeParallelRows = 128;
 // Which experts each token goes to, and the expert-ordered rows the products run on.
 struct MoeRouting {
   int64_t k = 0;
-  std::vector<int32_t> expert;   // [t * k]: token's j-th expert, best first
-  std::vector<float> weight;     // [t * k]: its weight
-  std::vector<int64_t> row;      // [t * k]: its row in the expert-ordered buffers
-  std::vector<int64_t> offset;   // [E + 1]: expert e's rows are offset[e] .. offset[e + 1) - 1
-  std::vector<int64_t> token;    // [t * k]: the token of each expert-ordered row
+  std::vector<int32_t> expert;  // [t * k]: token's j-th expert, best first
+  std::vector<float> weight;    // [t * k]: its weight
+  std::vector<int64_t> row;     // [t * k]: its row in the expert-ordered buffers
+  std::vector<int64_t> offset;  // [E + 1]: expert e's rows are offset[e] .. offset[e + 1) - 1
+  std::vector<int64_t> token;   // [t * k]: the token of each expert-ordered row
 
   int64_t rows(int64_t e) const { return offset[e + 1] - offset[e]; }
 };

@@ -375,8 +375,7 @@ void SmallMAvx2(const float* a, int64_t m, const NBitsDecodeWeights& w, float* y
 
 // DecodeTile's arithmetic in plain C++ on the repacked layout: the same exact integer sums and
 // the same fused multiply-adds in the same order, so the same bits.
-void DecodeTileScalar(const NBitsDecodeWeights& w, int64_t t, const QuantizedRow& a,
-                      float* out) {
+void DecodeTileScalar(const NBitsDecodeWeights& w, int64_t t, const QuantizedRow& a, float* out) {
   const int bits = w.bits();
   const int64_t vecs = bits == 4 ? 4 : 8, sub_bytes = vecs * 32;
   const int64_t subs = w.subs(), groups = w.groups(), per_group = w.group() / kSub;

@@ -121,9 +121,9 @@ inline void NBitsMatMul(const float* a, int64_t m, const NBitsWeights& w, float*
 // A row of A quantized as the decode path does (see the top of this file): codes, per sub-block
 // scales, and per weight group the sum over its sub-blocks of scale × Σ codes.
 struct NBitsQuantizedRow {
-  const int8_t* q = nullptr;     // [subs * 32], zeros past k
-  const float* d = nullptr;      // [subs]
-  const float* gsum = nullptr;   // [NBitsGroups(k, group)]
+  const int8_t* q = nullptr;    // [subs * 32], zeros past k
+  const float* d = nullptr;     // [subs]
+  const float* gsum = nullptr;  // [NBitsGroups(k, group)]
 };
 
 // Owns the quantized rows of one matrix A; a row's quantization does not depend on the others.
