@@ -58,10 +58,11 @@ Status CheckConfig(const DecoderConfig& c, const std::string& file) {
   return Status::Ok();
 }
 
-// The router load of a mixture-of-experts graph: each ai.inferd.MoE node's expert_counts output
-// (kernels/cpu/moe/moe.h), named inferd.moe_expert_counts.N when the export left it unnamed,
-// becomes a graph output. Returns the layers in graph order with their number of experts (the
-// router initializer's second dim; 0 when it is not an initializer, which the kernel refuses).
+// The router load of a mixture-of-experts graph: each ai.inferd.MoE (or MoENBits) node's
+// expert_counts output (kernels/cpu/moe/moe.h, moe_nbits.h), named inferd.moe_expert_counts.N when
+// the export left it unnamed, becomes a graph output. Returns the layers in graph order with their
+// number of experts (the router initializer's second dim; 0 when it is not an initializer, which
+// the kernel refuses).
 struct MoeLayer {
   std::string counts;
   int64_t experts = 0;
@@ -69,7 +70,7 @@ struct MoeLayer {
 std::vector<MoeLayer> ExposeExpertCounts(Graph& g) {
   std::vector<MoeLayer> layers;
   for (auto& n : g.nodes) {
-    if (n->domain != "ai.inferd" || n->op_type != "MoE") continue;
+    if (n->domain != "ai.inferd" || (n->op_type != "MoE" && n->op_type != "MoENBits")) continue;
     if (n->outputs.size() < 2) n->outputs.resize(2);
     if (n->outputs[1].empty()) {
       n->outputs[1] = fmt::format("inferd.moe_expert_counts.{}", layers.size());

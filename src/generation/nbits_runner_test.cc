@@ -147,6 +147,9 @@ TEST_P(NBitsDecoder, MergedProjectionsGiveTheSameLogits) {
 
 INSTANTIATE_TEST_SUITE_P(Generation, NBitsDecoder,
                          ::testing::Values("test-llama", "test-gpt2", "tiny-llama"));
+// test-moe: its experts become ai.inferd.MoENBits (moe_nbits_runner_test.cc), whose every row
+// count takes the integer path, prefill included.
+INSTANTIATE_TEST_SUITE_P(MoE, NBitsDecoder, ::testing::Values("test-moe"));
 
 TEST(NBitsFolder, BadFoldersAndOptionsFailWithTheReason) {
   quantize::QuantizeReport report;

@@ -138,7 +138,9 @@ class Propagator {
       return acc;
     }
     if (!in0) return std::nullopt;
-    if (n.op_type == "MoE" && n.domain == "ai.inferd") return in0;  // Y: X's shape
+    if ((n.op_type == "MoE" || n.op_type == "MoENBits") && n.domain == "ai.inferd") {
+      return in0;  // Y: X's shape
+    }
     if (n.op_type == "SwiGlu" && n.domain == "ai.inferd") {  // [..., 2F] -> [..., F]
       Dims out = *in0;
       if (out.empty()) return std::nullopt;

@@ -70,6 +70,33 @@ Packed PackRows(const Tensor& rows, const NBitsOptions& o) {
   return p;
 }
 
+// An ai.inferd.MoE node (kernels/cpu/moe/moe.h) whose gate, up and down are float32 3-D
+// initializers; its other checks are the kernel's, at load.
+bool MoeCandidate(const Graph& g, const Node& n) {
+  if (n.domain != "ai.inferd" || n.op_type != "MoE" || n.inputs.size() != 5) return false;
+  for (size_t i = 2; i <= 4; ++i) {
+    auto it = g.initializers.find(n.inputs[i]);
+    if (it == g.initializers.end() || g.IsGraphInput(it->first)) return false;
+    if (it->second.dtype() != DataType::kFloat32 || it->second.rank() != 3) return false;
+  }
+  return true;
+}
+
+// Expert matrices w [E, K, N] (MatMul layout) as rows [E * N, K]: each expert's transpose, the
+// layout MatMulNBits and MoENBits read.
+Tensor ExpertRows(const Tensor& w) {
+  const int64_t e = w.dim(0), k = w.dim(1), n = w.dim(2);
+  Tensor rows = Tensor::Allocate(DataType::kFloat32, {e * n, k});
+  const float* src = w.data<float>();
+  float* dst = rows.data<float>();
+  for (int64_t x = 0; x < e; ++x) {
+    for (int64_t i = 0; i < k; ++i) {
+      for (int64_t j = 0; j < n; ++j) dst[(x * n + j) * k + i] = src[(x * k + i) * n + j];
+    }
+  }
+  return rows;
+}
+
 Status CheckFinite(const Tensor& w, const std::string& name) {
   const float* x = w.data<float>();
   for (int64_t i = 0; i < w.NumElements(); ++i) {
@@ -141,6 +168,29 @@ Status QuantizeWeightsNBits(Model& model, const NBitsOptions& o, QuantizeReport*
     RETURN_IF_ERROR(CheckFinite(*w, n->op_type == "Gather" ? n->inputs[0] : n->inputs[1]));
     todo.push_back(n.get());
   }
+  std::vector<Node*> moe;  // MoE nodes whose experts become MoENBits
+  for (const auto& n : g.nodes) {
+    if (!MoeCandidate(g, *n)) continue;
+    const Tensor& gate = g.initializers.at(n->inputs[2]);
+    const Tensor& up = g.initializers.at(n->inputs[3]);
+    const Tensor& down = g.initializers.at(n->inputs[4]);
+    const std::string label = n->name.empty() ? n->outputs[0] : n->name;
+    if (excluded.count(n->name)) {
+      report->skipped.push_back(label + " (excluded)");
+      continue;
+    }
+    if (gate.NumElements() == 0 || up.shape() != gate.shape() ||
+        down.shape() != Shape{gate.dim(0), gate.dim(2), gate.dim(1)}) {
+      return InvalidArgument(
+          "MoE node '{}': expert weights gate {}, up {}, down {} are not [E, H, I], [E, H, I], "
+          "[E, I, H]; cannot quantize",
+          label, ShapeToString(gate.shape()), ShapeToString(up.shape()),
+          ShapeToString(down.shape()));
+    }
+    for (size_t i = 2; i <= 4; ++i)
+      RETURN_IF_ERROR(CheckFinite(g.initializers.at(n->inputs[i]), n->inputs[i]));
+    moe.push_back(n.get());
+  }
   if (std::none_of(todo.begin(), todo.end(), [](Node* n) { return n->op_type == "MatMul"; })) {
     return InvalidArgument("no MatMul with constant 2-D float32 weights to quantize to {} bits",
                            o.bits);
@@ -189,6 +239,44 @@ Status QuantizeWeightsNBits(Model& model, const NBitsOptions& o, QuantizeReport*
     n->attributes["bits"] = IntAttr(o.bits);
     n->attributes["block_size"] = IntAttr(o.group_size);
     if (!gather) n->attributes["N"] = IntAttr(rows);
+  }
+  // MoE -> MoENBits (kernels/cpu/moe/moe_nbits.h): per matrix codes [E, N, row bytes] and
+  // scales [E, N, groups] (zero points after all six when asymmetric); the router stays float32.
+  for (Node* n : moe) {
+    const std::string label = n->name.empty() ? n->outputs[0] : n->name;
+    std::vector<std::string> inputs = {n->inputs[0], n->inputs[1]}, zero_points;
+    for (size_t i = 2; i <= 4; ++i) {
+      const std::string weight = n->inputs[i];
+      const Tensor& w = g.initializers.at(weight);
+      const int64_t e = w.dim(0), k = w.dim(1), rows = w.dim(2);
+      Packed p = PackRows(ExpertRows(w), o);
+      auto stacked = [&](const Tensor& t) {  // [E * N, C] -> [E, N, C]
+        return *t.Reshaped({e, rows, t.dim(1)});
+      };
+      inputs.push_back(unique(weight + tag));
+      g.initializers[inputs.back()] = stacked(p.data);
+      inputs.push_back(unique(weight + tag + "_scale"));
+      g.initializers[inputs.back()] = stacked(p.scales);
+      if (o.asymmetric) {
+        zero_points.push_back(unique(weight + tag + "_zero_point"));
+        g.initializers[zero_points.back()] = stacked(p.zero_points);
+      }
+      QuantizeReport::Layer layer;
+      layer.node = label;
+      layer.op_type = fmt::format("MoE {} (int{}, group {}, {} experts x [{}, {}])",
+                                  i == 2   ? "gate"
+                                  : i == 3 ? "up"
+                                           : "down",
+                                  o.bits, o.group_size, e, k, rows);
+      layer.output = n->outputs[0];
+      layer.weight_sqnr_db = p.sqnr_db;
+      report->layers.push_back(layer);
+    }
+    inputs.insert(inputs.end(), zero_points.begin(), zero_points.end());
+    n->inputs = inputs;
+    n->op_type = "MoENBits";
+    n->attributes["bits"] = IntAttr(o.bits);
+    n->attributes["block_size"] = IntAttr(o.group_size);
   }
   PruneUnusedInitializers(g);  // the float weights nothing reads now
   model.opsets["ai.inferd"] = 1;

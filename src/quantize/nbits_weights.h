@@ -2,7 +2,9 @@
 //
 // Every MatMul whose B is a constant float32 [K, N] becomes ai.inferd.MatMulNBits and every
 // Gather along axis 0 of a constant float32 [V, D] table (token and position embeddings) becomes
-// ai.inferd.GatherNBits; the LM head is a MatMul like the others. Weights are quantized per group
+// ai.inferd.GatherNBits; the LM head is a MatMul like the others. Every ai.inferd.MoE node with
+// constant experts becomes ai.inferd.MoENBits (kernels/cpu/moe/moe_nbits.h): each expert's gate,
+// up and down quantized like a MatMul's B, the router left float32. Weights are quantized per group
 // of 32, 64 or 128 values along K (Gather: along D), symmetric or asymmetric, in the layout of
 // kernels/cpu/quantization/nbits_gemm.h; activations stay float32. Nothing else in the graph
 // changes (no optimizer pass runs first), so the Hugging Face decoder layout stays as the decoder
@@ -37,8 +39,9 @@ struct NBitsOptions {
 // INVALID_ARGUMENT for bits other than 4/8 or a group size other than 32/64/128.
 Status CheckNBitsOptions(const NBitsOptions& options);
 
-// Rewrites `model` in place (see above). INVALID_ARGUMENT naming the tensor for non-finite weights
-// (nothing is rewritten then), or when there is no MatMul with constant weights at all.
+// Rewrites `model` in place (see above). INVALID_ARGUMENT naming the tensor for non-finite weights,
+// or the node for MoE experts whose shapes disagree (nothing is rewritten then), or when there is
+// no MatMul with constant weights at all.
 Status QuantizeWeightsNBits(Model& model, const NBitsOptions& options, QuantizeReport* report);
 
 // in/model.onnx + in/config.json → out/model.onnx (quantized) and every other regular file of

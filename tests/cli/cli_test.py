@@ -15,6 +15,7 @@ import sys
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 from onnx import TensorProto, helper
 
 TIMEOUT_S = 60
@@ -116,10 +117,81 @@ def check_profile(inferd, matmul, d, expect_ok, failures):
                             f"{p.stdout!r}")
 
 
+def check_moe_quantize(moe, d, expect_ok, expect_error, failures):
+    """`inferd quantize --precision int8|int4` on a mixture-of-experts folder (issue 16): every
+    ai.inferd.MoE node becomes ai.inferd.MoENBits, router float32; experts that cannot be quantized
+    fail naming the tensor or the node."""
+    for precision, extra, needle in (("int8", [], "MoE down (int8, group 32, 8 experts"),
+                                     ("int4", ["--asymmetric", "--group-size", "64"],
+                                      "MoE gate (int4, group 64, 8 experts")):
+        out = os.path.join(d, f"test-moe-{precision}")
+        p = expect_ok(f"quantize an MoE folder to {precision}",
+                      ["quantize", moe, "-o", out, "--precision", precision, "--report", "-"]
+                      + extra, needle)
+        if p is None or p.returncode != 0:
+            continue
+        m = onnx.load(os.path.join(out, "model.onnx"))
+        ops = [n.op_type for n in m.graph.node]
+        inits = {t.name: t for t in m.graph.initializer}
+        if ops.count("MoENBits") != 2 or "MoE" in ops:
+            failures.append(f"{precision}: expected 2 MoENBits and no MoE nodes, got "
+                            f"{ops.count('MoENBits')} / {ops.count('MoE')}")
+        for n in m.graph.node:
+            if n.op_type != "MoENBits":
+                continue
+            attrs = {x.name: x.i for x in n.attribute}
+            if attrs.get("bits") != int(precision[3:]):
+                failures.append(f"{precision}: {n.name} has bits {attrs.get('bits')}")
+            want = 11 if "--asymmetric" in extra else 8
+            if len(n.input) != want:
+                failures.append(f"{precision}: {n.name} has {len(n.input)} inputs, want {want}")
+            if inits[n.input[1]].data_type != TensorProto.FLOAT:
+                failures.append(f"{precision}: the router of {n.name} is not float32")
+        with open(os.path.join(out, "config.json")) as f:
+            q = json.load(f).get("quantization_config", {})
+        if q.get("bits") != int(precision[3:]):
+            failures.append(f"{precision}: config.json quantization_config {q}")
+
+    def edited(name, edit):
+        """A copy of test-moe whose first MoE node's expert weights `edit` changes."""
+        out = os.path.join(d, name)
+        os.makedirs(out, exist_ok=True)
+        m = onnx.load(os.path.join(moe, "model.onnx"))
+        node = next(n for n in m.graph.node if n.op_type == "MoE")
+        inits = {t.name: t for t in m.graph.initializer}
+        edit(node, inits)
+        onnx.save(m, os.path.join(out, "model.onnx"))
+        with open(os.path.join(moe, "config.json")) as src, \
+                open(os.path.join(out, "config.json"), "w") as dst:
+            dst.write(src.read())
+        return out, node.name
+
+    def nan_up(node, inits):
+        t = inits[node.input[3]]
+        w = onnx.numpy_helper.to_array(t).copy()
+        w.flat[7] = np.nan
+        t.CopyFrom(onnx.numpy_helper.from_array(w, t.name))
+
+    def short_down(node, inits):
+        t = inits[node.input[4]]
+        w = onnx.numpy_helper.to_array(t)[:, :-1, :].copy()
+        t.CopyFrom(onnx.numpy_helper.from_array(w, t.name))
+
+    bad, _ = edited("moe_nan_expert", nan_up)
+    expect_error("quantize an MoE folder with a NaN expert weight",
+                 ["quantize", bad, "-o", bad + "-q", "--precision", "int8"], "non-finite")
+    bad, node = edited("moe_short_down", short_down)
+    expect_error("quantize an MoE folder whose experts disagree",
+                 ["quantize", bad, "-o", bad + "-q", "--precision", "int4"],
+                 f"MoE node '{node}': expert weights")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--inferd", required=True)
     ap.add_argument("--work-dir", required=True)
+    ap.add_argument("--gen-models", default=None,
+                    help="build/models/gen: with test-moe there, the MoE folder quantize cases")
     a = ap.parse_args()
     d = a.work_dir
     os.makedirs(d, exist_ok=True)
@@ -246,6 +318,11 @@ def main():
     expect_error("--asymmetric on a model file",
                  ["quantize", good, "-o", qout + ".onnx", "--precision", "int4", "--asymmetric"],
                  "decoder folders")
+    moe = os.path.join(a.gen_models or "", "test-moe")
+    if a.gen_models and os.path.isfile(os.path.join(moe, "config.json")):
+        check_moe_quantize(moe, d, expect_ok, expect_error, failures)
+    else:
+        print("skip MoE folder quantize cases (no test-moe; make gen-models)")
     # Usage errors exit with 2.
     expect_error("no subcommand", [], code=2)
     expect_error("unknown subcommand", ["frobnicate"], "frobnicate", code=2)

@@ -19,6 +19,6 @@ void RegisterFusedKernels(KernelRegistry& r);            // fused/: ai.inferd op
 void RegisterAttentionKernels(KernelRegistry& r);        // attention/: ai.inferd.PagedAttention
 void RegisterTextKernels(KernelRegistry& r);             // text/: StringNormalizer
 void RegisterImageKernels(KernelRegistry& r);            // image/: decode/resize/crop, top-k
-void RegisterMoeKernels(KernelRegistry& r);              // moe/moe.cc: ai.inferd.MoE
+void RegisterMoeKernels(KernelRegistry& r);              // moe/: ai.inferd.MoE, MoENBits
 
 }  // namespace inferd::cpu

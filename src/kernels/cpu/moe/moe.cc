@@ -1,4 +1,5 @@
-// ai.inferd.MoE (moe.h): routing, tokens grouped by expert, PanelGemm products per expert.
+// ai.inferd.MoE (moe.h): PanelGemm products per expert over the rows routing grouped
+// (moe_routing.h).
 #include "kernels/cpu/moe/moe.h"
 
 #include <algorithm>
@@ -7,6 +8,8 @@
 #include <memory>
 
 #include "kernels/cpu/fused/register.h"
+#include "kernels/cpu/moe/moe_nbits.h"
+#include "kernels/cpu/moe/moe_routing.h"
 #include "kernels/cpu/register.h"
 #include "kernels/cpu/util/kernel_util.h"
 
@@ -14,72 +17,6 @@ namespace inferd::cpu {
 namespace {
 
 constexpr int64_t kPanel = PanelWeights::kPanel;
-constexpr int64_t kParallelRows = 128;  // token x expert rows from which every phase is parallel
-
-// Which experts each token goes to, and the expert-ordered rows the products run on.
-struct Routing {
-  int64_t k = 0;
-  std::vector<int32_t> expert;   // [t * k]: token's j-th expert, best first
-  std::vector<float> weight;     // [t * k]: its weight
-  std::vector<int64_t> row;      // [t * k]: its row in the expert-ordered buffers
-  std::vector<int64_t> offset;   // [E + 1]: expert e's rows are offset[e] .. offset[e + 1) - 1
-  std::vector<int64_t> token;    // [t * k]: the token of each expert-ordered row
-};
-
-// Softmax over one token's logits, the top k (ties: lower index; a NaN never wins a comparison,
-// so k distinct experts are always chosen), renormalized when `normalize`.
-void RouteToken(const float* logits, int64_t e, int64_t k, bool normalize, int32_t* chosen,
-                float* weights) {
-  float m = logits[0];
-  for (int64_t i = 1; i < e; ++i) m = std::max(m, logits[i]);
-  std::vector<float> p(e);
-  float sum = 0;
-  for (int64_t i = 0; i < e; ++i) sum += p[i] = std::exp(logits[i] - m);
-  for (int64_t i = 0; i < e; ++i) p[i] /= sum;
-  std::vector<bool> taken(e, false);
-  float top_sum = 0;
-  for (int64_t j = 0; j < k; ++j) {
-    int64_t best = 0;
-    while (taken[best]) ++best;
-    for (int64_t i = best + 1; i < e; ++i) {
-      if (!taken[i] && p[i] > p[best]) best = i;
-    }
-    taken[best] = true;
-    chosen[j] = static_cast<int32_t>(best);
-    weights[j] = p[best];
-    top_sum += p[best];
-  }
-  if (normalize) {
-    for (int64_t j = 0; j < k; ++j) weights[j] /= top_sum;
-  }
-}
-
-Routing Route(const float* logits, int64_t t, int64_t e, int64_t k, bool normalize) {
-  Routing r;
-  r.k = k;
-  r.expert.resize(t * k);
-  r.weight.resize(t * k);
-  for (int64_t i = 0; i < t; ++i) {
-    RouteToken(logits + i * e, e, k, normalize, &r.expert[i * k], &r.weight[i * k]);
-  }
-  r.offset.assign(e + 1, 0);
-  for (int32_t x : r.expert) ++r.offset[x + 1];
-  for (int64_t i = 0; i < e; ++i) r.offset[i + 1] += r.offset[i];
-  std::vector<int64_t> next(r.offset.begin(), r.offset.end() - 1);
-  r.row.resize(t * k);
-  r.token.resize(t * k);
-  for (int64_t i = 0; i < t * k; ++i) {  // token order within an expert
-    const int64_t row = next[r.expert[i]]++;
-    r.row[i] = row;
-    r.token[row] = i / k;
-  }
-  return r;
-}
-
-inline float SiLU(float x) {  // x * sigmoid(x), sigmoid from e^-|x| (never overflows)
-  const float e = std::exp(-std::fabs(x));
-  return x * (x < 0.f ? e / (1.f + e) : 1.f / (1.f + e));
-}
 
 // The products of one expert's rows with one [K, 16] panel: y[:, 0..cols) (row stride ldy) =
 // a [m, k] · panel. PanelGemm's tile order (K in blocks of 256, rows in tiles of at most 6, each
@@ -171,10 +108,10 @@ inline void PrefetchPanel(const float* panel) {
   for (int64_t line = 0; line < 64; ++line) __builtin_prefetch(panel + line * kPanel, 0, 2);
 }
 
-std::vector<Item> Items(const Routing& r, int64_t experts, int64_t panels) {
+std::vector<Item> Items(const MoeRouting& r, int64_t experts, int64_t panels) {
   std::vector<Item> items;
   for (int64_t e = 0; e < experts; ++e) {
-    if (r.offset[e + 1] == r.offset[e]) continue;  // no token: its weights are not read
+    if (r.rows(e) == 0) continue;  // no token: its weights are not read
     for (int64_t p = 0; p < panels; ++p) items.push_back({e, p});
   }
   return items;
@@ -182,7 +119,7 @@ std::vector<Item> Items(const Routing& r, int64_t experts, int64_t panels) {
 
 // g [rows, I] = SiLU(a · gate[e]) ⊙ (a · up[e]) for each expert's rows of a [rows, H]; u is
 // scratch of g's size.
-void GateUp(const MoeWeights& w, const Routing& r, const float* a, float* g, float* u) {
+void GateUp(const MoeWeights& w, const MoeRouting& r, const float* a, float* g, float* u) {
   const int64_t h = w.hidden, n = w.inter;
   const std::vector<Item> items = Items(r, w.experts, (n + kPanel - 1) / kPanel);
   ParallelFor(static_cast<int64_t>(items.size()), 1, [&](int64_t i0, int64_t i1) {
@@ -206,7 +143,7 @@ void GateUp(const MoeWeights& w, const Routing& r, const float* a, float* g, flo
 }
 
 // d [rows, H] = g · down[e] for each expert's rows of g [rows, I].
-void Down(const MoeWeights& w, const Routing& r, const float* g, float* d) {
+void Down(const MoeWeights& w, const MoeRouting& r, const float* g, float* d) {
   const int64_t h = w.hidden, n = w.inter;
   const std::vector<Item> items = Items(r, w.experts, (h + kPanel - 1) / kPanel);
   ParallelFor(static_cast<int64_t>(items.size()), 1, [&](int64_t i0, int64_t i1) {
@@ -243,60 +180,26 @@ void MoeForward(const float* x, int64_t t, const MoeWeights& w, int top_k, bool 
   if (counts) std::fill_n(counts, e, int64_t{0});
   if (t <= 0) return;
   const int64_t rows = t * k;
-  // Uninitialized scratch (every element is written before it is read): router logits, the
-  // gathered rows, the gate and up products, the down products.
-  std::unique_ptr<float[]> buf(new float[t * e + rows * (2 * h + 2 * n)]);
-  float* logits = buf.get();
-  float* a = logits + t * e;
+  const bool small = rows < kMoeParallelRows;
+  const MoeRouting r = RouteTokens(x, t, w.router, top_k, normalize, small, counts);
+  // Uninitialized scratch (every element is written before it is read): the gathered rows, the
+  // gate and up products, the down products.
+  std::unique_ptr<float[]> buf(new float[rows * (2 * h + 2 * n)]);
+  float* a = buf.get();
   float* g = a + rows * h;
   float* u = g + rows * n;
   float* d = u + rows * n;
-  // Decode-sized steps run the small parts (router product, gather, weighted sum: ~T·H·E and
-  // T·k·H operations) on the calling thread: an OpenMP region costs more than they do, and more
-  // still on a loaded host where every barrier waits for a descheduled thread.
-  const bool small = t * k < kParallelRows;
-  if (small) {
-    for (int64_t p = 0; p < w.router.num_panels(); ++p) {
-      PanelGemmPanel(x, t, h, w.router.panel(p), std::min(kPanel, e - p * kPanel),
-                     logits + p * kPanel, e);
-    }
-  } else {
-    PanelGemm(x, t, w.router, logits);
-  }
-  const Routing r = Route(logits, t, e, k, normalize);
-  if (counts) {
-    for (int64_t i = 0; i < e; ++i) counts[i] = r.offset[i + 1] - r.offset[i];
-  }
-  auto loop = [&](int64_t count, auto&& fn) {
-    if (small) {
-      fn(int64_t{0}, count);
-    } else {
-      ParallelFor(count, std::max<int64_t>(1, 4096 / h), fn);
-    }
+  auto gather = [&](int64_t r0, int64_t r1) {
+    for (int64_t row = r0; row < r1; ++row) std::copy_n(x + r.token[row] * h, h, a + row * h);
   };
-  loop(rows, [&](int64_t r0, int64_t r1) {
-    for (int64_t row = r0; row < r1; ++row) {
-      std::copy_n(x + r.token[row] * h, h, a + row * h);
-    }
-  });
+  if (small) {
+    gather(0, rows);
+  } else {
+    ParallelFor(rows, std::max<int64_t>(1, 4096 / h), gather);
+  }
   GateUp(w, r, a, g, u);
   Down(w, r, g, d);
-  // The weighted sum of each token's expert rows, best expert first: the same order whatever
-  // else is in the batch.
-  loop(t, [&](int64_t t0, int64_t t1) {
-    for (int64_t tok = t0; tok < t1; ++tok) {
-      float* dst = y + tok * h;
-      for (int64_t j = 0; j < k; ++j) {
-        const float wj = r.weight[tok * k + j];
-        const float* src = d + r.row[tok * k + j] * h;
-        if (j == 0) {
-          for (int64_t c = 0; c < h; ++c) dst[c] = wj * src[c];
-        } else {
-          for (int64_t c = 0; c < h; ++c) dst[c] += wj * src[c];
-        }
-      }
-    }
-  });
+  CombineExpertRows(r, d, t, h, small, y);
 }
 
 namespace {
@@ -341,16 +244,7 @@ class MoeKernel final : public OpKernel {
     RETURN_IF_ERROR(CheckWeight(info, 2, "gate", {e, h, n}));
     RETURN_IF_ERROR(CheckWeight(info, 3, "up", {e, h, n}));
     RETURN_IF_ERROR(CheckWeight(info, 4, "down", {e, n, h}));
-    const int64_t top_k = node.GetInt("top_k", 2), normalize = node.GetInt("normalize", 1);
-    if (top_k < 1 || top_k > e) {
-      return InvalidArgument("{}: top_k {} outside 1..{} (the number of experts)",
-                             node.Describe(), top_k, e);
-    }
-    if (normalize != 0 && normalize != 1) {
-      return InvalidArgument("{}: normalize must be 0 or 1, got {}", node.Describe(), normalize);
-    }
-    top_k_ = static_cast<int>(top_k);
-    normalize_ = normalize == 1;
+    RETURN_IF_ERROR(ParseMoeAttributes(node, e, &top_k_, &normalize_));
     PackMoeWeights(router->data<float>(), gate->data<float>(), info.ConstantInput(3)->data<float>(),
                    info.ConstantInput(4)->data<float>(), h, n, e, &w_);
     for (size_t i = 1; i <= 4; ++i) info.ReleaseConstantInput(i);  // one copy: the packed one
@@ -390,6 +284,7 @@ void RegisterMoeKernels(KernelRegistry& r) {
   def.types = {DataType::kFloat32};
   def.factory = MakeKernel<MoeKernel>();
   r.Register(std::move(def));
+  RegisterMoeNBitsKernel(r);
 }
 
 }  // namespace inferd::cpu

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "common/tensor.h"
 
@@ -108,6 +109,51 @@ void NBitsMatMul(const float* a, int64_t m, const NBitsWeights& w,
 inline void NBitsMatMul(const float* a, int64_t m, const NBitsWeights& w, float* y) {
   NBitsMatMul(a, m, w, nullptr, y);
 }
+
+// The decode kernel's pieces, for callers that group rows and split the work themselves (the
+// MoE kernel, kernels/cpu/moe/moe_nbits.h, runs each expert's rows against its own weights):
+//
+//   NBitsActivations xq;
+//   xq.Quantize(x, m, k, k, w.bits(), w.group(), /*parallel=*/false);
+//   std::vector<NBitsQuantizedRow> rows = {xq.row(0), ...};   // any rows, in any order
+//   NBitsDecodeTiles(w, 0, w.tiles(), rows.data(), rows.size(), y, ldy);
+//
+// A row of A quantized as the decode path does (see the top of this file): codes, per sub-block
+// scales, and per weight group the sum over its sub-blocks of scale × Σ codes.
+struct NBitsQuantizedRow {
+  const int8_t* q = nullptr;    // [subs * 32], zeros past k
+  const float* d = nullptr;     // [subs]
+  const float* gsum = nullptr;  // [NBitsGroups(k, group)]
+};
+
+// Owns the quantized rows of one matrix A; a row's quantization does not depend on the others.
+class NBitsActivations {
+ public:
+  // Quantizes a [m, k] (row i at a + i * lda) for weights of `bits` and `group` (the levels of
+  // the activations differ by bits). parallel: rows split over the OpenMP threads.
+  void Quantize(const float* a, int64_t m, int64_t k, int64_t lda, int bits, int64_t group,
+                bool parallel);
+  int64_t rows() const { return m_; }
+  NBitsQuantizedRow row(int64_t i) const {
+    return {q_.data() + i * subs_ * kNBitsSubBlock, d_.data() + i * (subs_ + groups_),
+            d_.data() + i * (subs_ + groups_) + subs_};
+  }
+
+ private:
+  int64_t m_ = 0, subs_ = 0, groups_ = 0;
+  std::vector<int8_t> q_;
+  std::vector<float> d_;  // per row: subs_ scales, then groups_ group sums
+};
+
+// y[i * ldy + r] = A_i · W_r for the m rows of `a` (quantized for w's bits and group) and the
+// weight rows r of tiles [t0, t1) of w, on the calling thread: the kernel NBitsMatMul's decode
+// path runs (AVX2 where the CPU has it, else the same arithmetic in plain C++, bit for bit). A
+// row's results do not depend on m or on which tiles a call covers.
+void NBitsDecodeTiles(const NBitsDecodeWeights& w, int64_t t0, int64_t t1,
+                      const NBitsQuantizedRow* a, int64_t m, float* y, int64_t ldy);
+// The plain C++ version NBitsDecodeTiles runs without AVX2/FMA (exposed for its test).
+void NBitsDecodeTilesScalar(const NBitsDecodeWeights& w, int64_t t0, int64_t t1,
+                            const NBitsQuantizedRow* a, int64_t m, float* y, int64_t ldy);
 
 // The integer path in plain C++ (the reference the vector code is tested against; also what runs
 // on CPUs without AVX2/FMA): same quantization of A and the same per-sub-block integer sums.

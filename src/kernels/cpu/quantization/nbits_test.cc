@@ -262,6 +262,40 @@ TEST(NBitsTest, RepackedAtLoadEqualsRepackedPerCallAndTheScalarPath) {
   }
 }
 
+// The decode kernel's pieces as the MoE kernel calls them (NBitsActivations, NBitsDecodeTiles
+// over a subset of tiles into a wider output, rows in any order): the same bits as NBitsMatMul's
+// decode path, and the plain C++ version of the tile kernel the same bits as the vector one.
+TEST(NBitsTest, DecodeTilesOnAnyRowsAndTilesEqualsTheMatMulAndItsScalarVersion) {
+  for (const Case& c : AllCases()) {
+    for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{7, 40}, {45, 416}, {64, 96}}) {
+      Packed p = Pack(Random(n * k, 40 + k, -1.f, 1.f), n, k, c.bits, c.group, c.asym);
+      const cpu::NBitsDecodeWeights decode(p.view);
+      const int64_t m = 11;  // more rows than kNBitsSmallM: the pieces take any count
+      const std::vector<float> a = Random(m * k, 41, -2.f, 2.f);
+      cpu::NBitsActivations q;
+      q.Quantize(a.data(), m, k, k, c.bits, c.group, true);
+      std::vector<cpu::NBitsQuantizedRow> rows;
+      for (int64_t i = m - 1; i >= 0; --i) rows.push_back(q.row(i));  // reversed
+      const int64_t ldy = n + 5, t1 = decode.tiles(), t0 = t1 / 2;
+      std::vector<float> y(m * ldy, -7.f), scalar(m * ldy, -7.f), one(n);
+      cpu::NBitsDecodeTiles(decode, 0, t0, rows.data(), m, y.data(), ldy);
+      cpu::NBitsDecodeTiles(decode, t0, t1, rows.data(), m, y.data(), ldy);
+      cpu::NBitsDecodeTilesScalar(decode, 0, t1, rows.data(), m, scalar.data(), ldy);
+      for (int64_t i = 0; i < m; ++i) {
+        cpu::NBitsMatMul(a.data() + (m - 1 - i) * k, 1, p.view, &decode, one.data());
+        for (int64_t r = 0; r < ldy; ++r) {
+          if (r >= n) {  // past the weight rows: not written
+            ASSERT_EQ(y[i * ldy + r], -7.f);
+            continue;
+          }
+          ASSERT_EQ(y[i * ldy + r], one[r]) << Name(c, n, k, m) << " row " << i << " col " << r;
+          ASSERT_EQ(scalar[i * ldy + r], one[r]) << Name(c, n, k, m) << " scalar, row " << i;
+        }
+      }
+    }
+  }
+}
+
 // Repacked weights share 16 MB blocks of large pages, and a buffer over 8 MB gets its own: each
 // copy stays intact while others come and go.
 TEST(NBitsTest, RepackedWeightsStayIntactWhileOthersComeAndGo) {
