@@ -37,7 +37,9 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "cli"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "server"))
 import example_repository  # noqa: E402
+from server_test import link_model_file  # noqa: E402
 
 DLRM_CONFIG = """\
 name: "{name}"
@@ -66,7 +68,7 @@ def write_repository(work, models):
         sys.exit(f"run_bench: {src} is missing; run scripts/export_models.py --out {models}")
     for name, batching in (("dlrm_batching", True), ("dlrm_no_batching", False)):
         os.makedirs(os.path.join(repo, name, "1"))
-        example_repository.link_model(src, os.path.join(repo, name, "1", "model.onnx"))
+        link_model_file(src, os.path.join(repo, name, "1", "model.onnx"))
         with open(os.path.join(repo, name, "config.pbtxt"), "w") as f:
             f.write(DLRM_CONFIG.format(name=name) + (DYNAMIC_BATCHING if batching else ""))
     os.makedirs(os.path.join(repo, "identity", "1"))

@@ -81,8 +81,15 @@ Status CopyRegion(const Tensor& src, const Shape& region, Tensor* dst, int64_t d
 }
 
 StatusOr<Tensor> ConcatBatch(std::span<const Tensor> parts, const ConcatOptions& options) {
+  std::vector<const Tensor*> ptrs;
+  ptrs.reserve(parts.size());
+  for (const Tensor& p : parts) ptrs.push_back(&p);
+  return ConcatBatch(std::span<const Tensor* const>(ptrs), options);
+}
+
+StatusOr<Tensor> ConcatBatch(std::span<const Tensor* const> parts, const ConcatOptions& options) {
   if (parts.empty()) return InvalidArgument("ConcatBatch: no tensors");
-  const Tensor& first = parts[0];
+  const Tensor& first = *parts[0];
   if (first.rank() < 1) return InvalidArgument("ConcatBatch: tensors need a batch dimension");
   if (ElementStride(first.dtype()) == 0) {
     return InvalidArgument("ConcatBatch: unsupported element type {}", DataTypeName(first.dtype()));
@@ -90,7 +97,8 @@ StatusOr<Tensor> ConcatBatch(std::span<const Tensor> parts, const ConcatOptions&
   Shape out_shape = first.shape();
   out_shape[0] = 0;
   bool padded = false;
-  for (const Tensor& p : parts) {
+  for (const Tensor* pp : parts) {
+    const Tensor& p = *pp;
     if (p.dtype() != first.dtype()) {
       return InvalidArgument("ConcatBatch: element type {} differs from {}",
                              DataTypeName(p.dtype()), DataTypeName(first.dtype()));
@@ -109,7 +117,8 @@ StatusOr<Tensor> ConcatBatch(std::span<const Tensor> parts, const ConcatOptions&
       out_shape[d] = std::max(out_shape[d], p.dim(d));
     }
   }
-  for (const Tensor& p : parts) {
+  for (const Tensor* pp : parts) {
+    const Tensor& p = *pp;
     for (int64_t d = 1; d < p.rank(); ++d) padded |= p.dim(d) != out_shape[d];
   }
   if (parts.size() == 1 && !padded) return first;
@@ -120,7 +129,8 @@ StatusOr<Tensor> ConcatBatch(std::span<const Tensor> parts, const ConcatOptions&
     // cost more in bookkeeping than in copying for small batch-1 requests.
     auto* dst = static_cast<uint8_t*>(out.raw_data());
     const size_t esize = ElementStride(first.dtype());
-    for (const Tensor& p : parts) {
+    for (const Tensor* pp : parts) {
+      const Tensor& p = *pp;
       if (p.NumElements() == 0) continue;
       CopyElements(static_cast<const uint8_t*>(p.raw_data()), dst, p.NumElements(), esize,
                    p.is_string());
@@ -131,7 +141,8 @@ StatusOr<Tensor> ConcatBatch(std::span<const Tensor> parts, const ConcatOptions&
   // Strings pad with the empty string (pad_value is a number).
   if (options.pad_value != 0.0 && !out.is_string()) Fill(&out, options.pad_value);
   int64_t row = 0;
-  for (const Tensor& p : parts) {
+  for (const Tensor* pp : parts) {
+    const Tensor& p = *pp;
     RETURN_IF_ERROR(CopyRegion(p, p.shape(), &out, row));
     row += p.dim(0);
   }
@@ -203,6 +214,50 @@ StatusOr<std::vector<Tensor>> SplitBatch(const Tensor& batched, std::span<const 
     RETURN_IF_ERROR(CopyRegion(rows_view, targets[i], &piece, 0));
     pieces.push_back(std::move(piece));
     row += rows[i];
+  }
+  return pieces;
+}
+
+}  // namespace inferd::batching
+
+namespace inferd::batching {
+
+StatusOr<std::vector<Tensor>> SplitBatchShared(const Tensor& batched,
+                                               std::span<const int64_t> rows) {
+  if (batched.rank() < 1) return InvalidArgument("SplitBatch: tensor has no batch dimension");
+  if (!batched.owns_data()) {
+    return InvalidArgument("SplitBatchShared: the batch does not own its buffer");
+  }
+  int64_t total = 0;
+  for (int64_t r : rows) {
+    if (r < 0) return InvalidArgument("SplitBatch: negative row count");
+    total += r;
+  }
+  if (total != batched.dim(0)) {
+    return InvalidArgument("SplitBatch: rows sum to {} but the batch has {} (shape {})", total,
+                           batched.dim(0), ShapeToString(batched.shape()));
+  }
+  std::vector<Tensor> pieces;
+  pieces.reserve(rows.size());
+  if (rows.size() == 1) {
+    pieces.push_back(batched);
+    return pieces;
+  }
+  // One holder for the batch: every piece's owner is an aliasing pointer to it, so the batch's
+  // buffer lives until the last piece is gone (the responses are encoded later, on other threads).
+  auto holder = std::make_shared<const Tensor>(batched);
+  const size_t row_bytes = static_cast<size_t>(batched.dim(0) == 0 ? 0
+                                               : batched.NumElements() / batched.dim(0)) *
+                           ElementStride(batched.dtype());
+  auto* base = static_cast<uint8_t*>(const_cast<void*>(holder->raw_data()));
+  int64_t row = 0;
+  for (int64_t r : rows) {
+    Shape shape = batched.shape();
+    shape[0] = r;
+    void* data = base + static_cast<size_t>(row) * row_bytes;
+    pieces.push_back(Tensor::Wrap(batched.dtype(), std::move(shape), data,
+                                  std::shared_ptr<void>(holder, data)));
+    row += r;
   }
   return pieces;
 }

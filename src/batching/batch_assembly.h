@@ -32,6 +32,10 @@ struct ConcatOptions {
 // Concatenates `parts` (rank >= 1, same dtype and rank) along dim 0. A single part that needs no
 // padding is returned as is (sharing its buffer); otherwise the result owns a new buffer.
 StatusOr<Tensor> ConcatBatch(std::span<const Tensor> parts, const ConcatOptions& options = {});
+// The same over pointers: the serving worker gathers each request's tensor where it lies instead
+// of copying 64 Tensor objects (a shape vector and a reference count each) into a vector first.
+StatusOr<Tensor> ConcatBatch(std::span<const Tensor* const> parts,
+                             const ConcatOptions& options = {});
 
 // Splits `batched` along dim 0 into pieces of rows[i] rows (the rows must sum to dim 0). When
 // `shapes` is given (one per piece, same rank as `batched`), piece i is cropped to shapes[i]:
@@ -39,6 +43,14 @@ StatusOr<Tensor> ConcatBatch(std::span<const Tensor> parts, const ConcatOptions&
 // Pieces own their memory (copies), except a single uncropped piece, which shares `batched`.
 StatusOr<std::vector<Tensor>> SplitBatch(const Tensor& batched, std::span<const int64_t> rows,
                                          std::span<const Shape> shapes = {});
+
+// Splits `batched` along dim 0 into pieces of rows[i] rows that share its buffer: each piece is a
+// view of its rows keeping the whole batch alive (one reference-counted holder for the batch, no
+// allocation or copy per piece). `batched` must own its buffer (INVALID_ARGUMENT otherwise: a
+// view could outlive memory it does not keep alive). The pieces are read-only in practice: they
+// share memory with each other's neighbours.
+StatusOr<std::vector<Tensor>> SplitBatchShared(const Tensor& batched,
+                                               std::span<const int64_t> rows);
 
 // Copies the leading corner of `src` of size `region` (per dim <= both shapes) into `dst` at
 // row offset `dst_row` (dim 0). Same dtype and rank. Exposed for callers building batches in

@@ -196,5 +196,66 @@ TEST(BatchAssemblyTest, RaggedStringsPadWithEmptyAndCrop) {
   EXPECT_FALSE(ConcatBatch(mixed).ok());
 }
 
+TEST(BatchAssemblyTest, ConcatOverPointersMatchesConcatOverTensors) {
+  std::vector<Tensor> parts = {Iota({2, 3}), Iota({1, 3}, 100), Iota({3, 3}, 200)};
+  std::vector<const Tensor*> ptrs = {&parts[0], &parts[1], &parts[2]};
+  auto a = ConcatBatch(parts);
+  auto b = ConcatBatch(std::span<const Tensor* const>(ptrs));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(b->shape(), (Shape{6, 3}));
+  EXPECT_EQ(std::vector<float>(a->values<float>().begin(), a->values<float>().end()),
+            std::vector<float>(b->values<float>().begin(), b->values<float>().end()));
+  // A wrong rank among the pointers is still an error naming the shapes.
+  Tensor bad = Iota({1, 3, 1});
+  ptrs.push_back(&bad);
+  auto c = ConcatBatch(std::span<const Tensor* const>(ptrs));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("different rank"), std::string::npos);
+}
+
+TEST(BatchAssemblyTest, SplitSharedViewsTheBatchAndKeepsItAlive) {
+  std::vector<Tensor> pieces;
+  const void* base = nullptr;
+  {
+    Tensor batched = Iota({5, 2});
+    base = batched.raw_data();
+    auto r = SplitBatchShared(batched, std::vector<int64_t>{2, 0, 3});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    pieces = std::move(r).value();
+  }  // the batch's own handle is gone; the pieces keep its buffer
+  ASSERT_EQ(pieces.size(), 3u);
+  EXPECT_EQ(pieces[0].shape(), (Shape{2, 2}));
+  EXPECT_EQ(pieces[1].shape(), (Shape{0, 2}));
+  EXPECT_EQ(pieces[2].shape(), (Shape{3, 2}));
+  EXPECT_EQ(pieces[0].raw_data(), base);
+  EXPECT_EQ(pieces[2].raw_data(), static_cast<const float*>(base) + 4);
+  EXPECT_TRUE(pieces[2].owns_data());
+  EXPECT_EQ(std::vector<float>(pieces[2].values<float>().begin(), pieces[2].values<float>().end()),
+            (std::vector<float>{4, 5, 6, 7, 8, 9}));
+  // Same values as the copying split.
+  Tensor again = Iota({5, 2});
+  auto copies = SplitBatch(again, std::vector<int64_t>{2, 0, 3});
+  ASSERT_TRUE(copies.ok());
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(std::vector<float>(pieces[i].values<float>().begin(), pieces[i].values<float>().end()),
+              std::vector<float>((*copies)[i].values<float>().begin(),
+                                 (*copies)[i].values<float>().end()));
+  }
+}
+
+TEST(BatchAssemblyTest, SplitSharedRejectsBadInput) {
+  Tensor batched = Iota({4, 2});
+  EXPECT_EQ(SplitBatchShared(batched, std::vector<int64_t>{1, 2}).status().code(),
+            StatusCode::kInvalidArgument);  // rows sum to 3
+  EXPECT_EQ(SplitBatchShared(batched, std::vector<int64_t>{5, -1}).status().code(),
+            StatusCode::kInvalidArgument);
+  Tensor view = Tensor::View(DataType::kFloat32, {4, 2}, batched.raw_data());
+  auto r = SplitBatchShared(view, std::vector<int64_t>{2, 2});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("does not own"), std::string::npos);
+  EXPECT_FALSE(SplitBatchShared(Tensor::Scalar(1.0f), std::vector<int64_t>{1}).ok());
+}
+
 }  // namespace
 }  // namespace inferd::batching

@@ -176,17 +176,22 @@ void ModelInstance::Execute(std::span<std::unique_ptr<InferTask>> tasks, SteadyT
 Status ModelInstance::MergeInputs(std::span<std::unique_ptr<InferTask>> tasks, int64_t total_rows,
                                   NamedTensors* feeds, bool* unbatchable) const {
   const bool batching = signature_.batching();
+  // Pointers to the requests' tensors where they lie (a Tensor copy is a shape vector and a
+  // reference count: 64 of each per input per batch).
+  std::vector<const Tensor*> parts;
+  parts.reserve(tasks.size());
   for (const InputSpec& spec : signature_.inputs) {
-    std::vector<Tensor> parts;
+    parts.clear();
     for (auto& t : tasks) {
       for (const InferInput& in : t->request->inputs) {
-        if (in.name == spec.name) parts.push_back(in.tensor);
+        if (in.name == spec.name) parts.push_back(&in.tensor);
       }
     }
     Tensor fed;
     if (batching) {
       auto concat = batching::ConcatBatch(
-          parts, {.allow_ragged = spec.ragged, .pad_value = signature_.pad_value});
+          std::span<const Tensor* const>(parts),
+          {.allow_ragged = spec.ragged, .pad_value = signature_.pad_value});
       if (!concat.ok()) {
         // Requests whose shapes cannot share a batch run one by one.
         *unbatchable = tasks.size() > 1;
@@ -194,7 +199,8 @@ Status ModelInstance::MergeInputs(std::span<std::unique_ptr<InferTask>> tasks, i
       }
       fed = std::move(concat).value();
     } else {
-      fed = parts.at(0);
+      if (parts.empty()) return Internal("input '{}' is missing", spec.name);
+      fed = *parts[0];
     }
     if (spec.reshape) {
       Shape shape = *spec.reshape;
@@ -257,8 +263,12 @@ Status ModelInstance::SplitOutputs(std::span<std::unique_ptr<InferTask>> tasks,
       }
       std::vector<Shape> shapes;
       const bool crop = CropShapes(spec, out, tasks, rows, &shapes);
-      auto split = batching::SplitBatch(out, rows, crop ? std::span<const Shape>(shapes)
-                                                        : std::span<const Shape>());
+      // Uncropped pieces are views of the batch's output sharing its buffer (no allocation or
+      // copy per request); cropped ones are copies of their corner.
+      auto split = crop || !out.owns_data() || out.is_string()
+                       ? batching::SplitBatch(out, rows, crop ? std::span<const Shape>(shapes)
+                                                              : std::span<const Shape>())
+                       : batching::SplitBatchShared(out, rows);
       if (!split.ok()) return Internal("output '{}': {}", spec.name, split.status().message());
       pieces = std::move(split).value();
     } else {

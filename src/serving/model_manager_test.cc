@@ -195,6 +195,53 @@ TEST_F(ModelManagerTest, TritonConfigWithBatchingRaggedAndBrokenModels) {
             StatusCode::kUnavailable);
 }
 
+// A merged batch's outputs are split as views of one buffer (batching::SplitBatchShared): each
+// request still gets exactly its own rows, they outlive the batch and the other responses, and a
+// request whose input has the wrong size is refused with a clear INVALID_ARGUMENT while the
+// requests queued with it are batched and answered.
+TEST_F(ModelManagerTest, BatchedRequestsGetTheirOwnRowsAndABadOneFailsAlone) {
+  WriteAddModel(repo_ / "pairs" / "1" / "model.onnx");
+  WriteFile(repo_ / "pairs" / "config.pbtxt", R"pb(
+    name: "pairs"
+    platform: "onnxruntime_onnx"
+    max_batch_size: 8
+    input [ { name: "x" data_type: TYPE_FP32 dims: [ 2 ] } ]
+    output [ { name: "y" data_type: TYPE_FP32 dims: [ 2 ] } ]
+    dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 200000 }
+  )pb");
+  Load();
+  const int n = 4;
+  std::vector<std::promise<Result>> promises(n);
+  std::vector<std::future<Result>> futures;
+  for (int i = 0; i < n; ++i) {
+    futures.push_back(promises[i].get_future());
+    // Request 2 sends three values per row where the model takes two.
+    Tensor x = i == 2 ? Tensor::FromVector<float>({1, 2, 3}, {1, 3})
+                      : Tensor::FromVector<float>({float(i), float(10 + i)}, {1, 2});
+    manager_->Infer(Request("pairs", std::move(x)), [&promises, i](Status s, InferenceResponse r) {
+      promises[i].set_value(Result{std::move(s), std::move(r)});
+    });
+  }
+  std::vector<Result> results;
+  for (auto& f : futures) results.push_back(f.get());
+  ASSERT_FALSE(results[2].status.ok());
+  EXPECT_EQ(results[2].status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(results[2].status.message().find("x"), std::string::npos)
+      << results[2].status.ToString();
+  // Drop two good responses first: the last one's rows must still be readable.
+  results[0] = Result{};
+  Tensor kept = results[3].response.outputs.at(0).second;
+  results.clear();
+  EXPECT_EQ(kept.shape(), (Shape{1, 2}));
+  EXPECT_EQ(kept.data<float>()[0], 6.0f);
+  EXPECT_EQ(kept.data<float>()[1], 26.0f);
+  auto stats = manager_->GetStatistics("pairs");
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].inference_count, 3u);
+  EXPECT_EQ(stats[0].execution_count, 1u);  // the three good requests ran as one batch
+  EXPECT_EQ(stats[0].failures[FailureReason::kInvalidInput], 1u);
+}
+
 TEST(ModelConfigTest, StrictParsingNamesUnknownField) {
   std::vector<std::string> warnings;
   auto c = ParseModelConfig("name: \"m\"\nbogus_field: 3\n", /*strict=*/true, &warnings);
