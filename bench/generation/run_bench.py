@@ -459,7 +459,10 @@ def memory_check(o, model_dir, cfg, bpt):
         sampler.start()
         r = gen_bench(o, srv.url, o.model, cfg["vocab_size"],
                       ["--concurrency-range", o.memory_requests, "--num-prompts", o.memory_requests,
-                       "--input-len", o.input_len, "--output-len", out_len], "memory")[0]
+                       "--input-len", o.input_len, "--output-len", out_len,
+                       # Preempted requests wait their turn: on 2 cores a 350M model's 16
+                       # requests take minutes, past the client's default 60 s per request.
+                       "--timeout-ms", 1800000], "memory")[0]
         stop.set()
         sampler.join()
         weights = weight_bytes_total(model_dir)
