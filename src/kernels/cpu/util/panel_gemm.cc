@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu/util/kernel_util.h"
+#include "kernels/cpu/util/vec8.h"
 
 namespace inferd::cpu {
 namespace {
