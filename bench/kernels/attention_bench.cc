@@ -175,6 +175,31 @@ void EncoderDense(benchmark::State& state) {
   });
 }
 
+// EncoderDense on the AVX2 tiles (6 x 16) even where the CPU has AVX-512: the narrower path as a
+// peer in the same run (on an AVX2-only CPU the same as EncoderDense).
+void EncoderDenseAvx2(benchmark::State& state) {
+  Encoder e(state.range(0), state.range(1));
+  omp_set_num_threads(static_cast<int>(state.range(2)));
+  MultiHeadAttentionArgs a;
+  a.q = e.q.data();
+  a.k = e.k.data();
+  a.v = e.v.data();
+  a.y = e.y.data();
+  a.batch = e.batch;
+  a.q_seq = a.kv_seq = e.seq;
+  a.heads = Encoder::kHeads;
+  a.head_dim = a.value_dim = Encoder::kDim;
+  a.scale = 0.125f;
+  a.mask = e.mask.data();
+  a.mask_strides[0] = e.seq;
+  a.mask_strides[3] = 1;
+  a.tiles = DenseAttentionTiles::kAvx2;
+  RunFlops(state, e.Flops(), [&] {
+    MultiHeadAttention(a);
+    benchmark::DoNotOptimize(e.y.data());
+  });
+}
+
 // EncoderDense without the next-head prefetch hint (DenseAttention per head, heads split over the
 // threads as MultiHeadAttention does when there are enough of them): what the hint buys.
 void EncoderDenseNoPrefetch(benchmark::State& state) {
@@ -271,12 +296,13 @@ void EncoderSgemm(benchmark::State& state) {
       ->UseRealTime()
 
 ENCODER_CASES(EncoderDense);
+ENCODER_CASES(EncoderDenseAvx2);
 ENCODER_CASES(EncoderDenseNoPrefetch);
 ENCODER_CASES(EncoderFlash);
 ENCODER_CASES(EncoderSgemm);
 
-// The machine's FP32 peak, two ways. PeakFma: each thread runs 12 independent chains of 8-wide
-// FMAs (AVX2; no AVX-512 path, so on an AVX-512 CPU this is half its peak), what a perfect
+// The machine's FP32 peak, two ways. PeakFma: each thread runs 12 independent chains of FMAs of
+// the widest vectors the CPU has (16-wide AVX-512, else 8-wide AVX2), what a perfect
 // register-blocked kernel would reach. Sgemm: oneDNN's sgemm on 1024³ (fits L2/L3 blocking),
 // what a tuned GEMM reaches in practice. Arg: threads.
 __attribute__((target("avx2,fma"))) float FmaChains(int64_t iters) {
@@ -291,6 +317,18 @@ __attribute__((target("avx2,fma"))) float FmaChains(int64_t iters) {
   return _mm256_cvtss_f32(s);
 }
 
+__attribute__((target("avx512f"))) float FmaChains512(int64_t iters) {
+  __m512 acc[12];
+  for (int j = 0; j < 12; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
+  const __m512 m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int j = 0; j < 12; ++j) acc[j] = _mm512_fmadd_ps(acc[j], m, a);
+  }
+  __m512 s = acc[0];
+  for (int j = 1; j < 12; ++j) s = _mm512_add_ps(s, acc[j]);
+  return _mm512_cvtss_f32(s);
+}
+
 void PeakFma(benchmark::State& state) {
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
     state.SkipWithError("no AVX2/FMA");
@@ -298,10 +336,12 @@ void PeakFma(benchmark::State& state) {
   }
   const int threads = static_cast<int>(state.range(0));
   constexpr int64_t kIters = 1 << 20;
-  RunFlops(state, 2.0 * 8 * 12 * kIters * threads, [&] {
+  const bool wide = __builtin_cpu_supports("avx512f");
+  state.SetLabel(wide ? "avx512" : "avx2");
+  RunFlops(state, 2.0 * (wide ? 16 : 8) * 12 * kIters * threads, [&] {
     float sink = 0.f;
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
-    sink += FmaChains(kIters);
+    sink += wide ? FmaChains512(kIters) : FmaChains(kIters);
     benchmark::DoNotOptimize(sink);
   });
 }

@@ -2,7 +2,9 @@
 """BERT-base attention against this machine's FP32 peak (docs/performance.md, "Attention").
 
 Runs build/inferd_attention_bench's encoder cases (EncoderDense: what ai.inferd.Attention runs;
-EncoderFlash: its previous kernel) and its peak probes (PeakFma: 12 chains of AVX2 FMAs per thread;
+EncoderDenseAvx2: the same on the AVX2 tiles, its peer on an AVX-512 CPU; EncoderFlash: its
+previous kernel) and its peak probes (PeakFma: 12 chains of FMAs per thread, AVX-512 where the CPU
+has it, else AVX2;
 Sgemm: oneDNN sgemm 1024^3) in one process, repetitions randomly interleaved so the peers see the
 same machine, and prints a Markdown table: GFLOP/s per wall second and per CPU second (one busy
 core's rate, which other processes' load does not dilute), each as a percentage of the same-run
@@ -38,7 +40,7 @@ def main():
     ap.add_argument("--bench", default="build/inferd_attention_bench")
     ap.add_argument("--repetitions", type=int, default=5)
     ap.add_argument("--min-time", default="0.2")
-    ap.add_argument("--kernels", default="EncoderDense|EncoderFlash",
+    ap.add_argument("--kernels", default="EncoderDense|EncoderDenseAvx2|EncoderFlash",
                     help="regex of the encoder benchmarks to run")
     ap.add_argument("--threads", default="1|2", help="regex of the thread counts")
     args = ap.parse_args()

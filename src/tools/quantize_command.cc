@@ -112,6 +112,13 @@ std::string Bf16FallbackNote(const cpu::CpuInfo& cpu) {
       cpu.dnnl_isa);
 }
 
+std::string Bf16MeasuredNote(const cpu::Bf16Choice& choice) {
+  return fmt::format(
+      "note: bf16 compute does not pay on this CPU for every layer kind: {}. The file keeps bf16 "
+      "weights (half the size); those layers compute in FP32 from them, at about FP32 speed\n",
+      choice.reason);
+}
+
 Status QuantizeModelCommand(const QuantizeCommandOptions& options, std::ostream& out) {
   if (options.output.empty()) return InvalidArgument("no output path given (-o OUT.onnx)");
   if (std::filesystem::is_directory(options.input)) return QuantizeDecoderCommand(options, out);
@@ -170,8 +177,12 @@ Status QuantizeModelCommand(const QuantizeCommandOptions& options, std::ostream&
            "kernels are exact only for 7-bit weights (full-range ones would run the slower exact "
            "kernels); --weight-bits 8 keeps the full range\n";
   }
-  if (q.precision == quantize::Precision::kBf16 && !cpu::DetectCpu().native_bf16) {
-    out << Bf16FallbackNote(cpu::DetectCpu());
+  if (q.precision == quantize::Precision::kBf16) {
+    if (!cpu::DetectCpu().native_bf16) {
+      out << Bf16FallbackNote(cpu::DetectCpu());
+    } else if (const cpu::Bf16Choice& c = cpu::Bf16ComputeChoice(); !c.conv || !c.matmul) {
+      out << Bf16MeasuredNote(c);
+    }
   }
   out << "wrote " << options.output.string() << " (" << quantize::PrecisionName(q.precision)
       << (report.weight_bits > 0 ? fmt::format(", {}-bit weights", report.weight_bits) : "")

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "kernels/cpu/onednn/bf16_choice.h"
 #include "kernels/cpu/onednn/cpu_info.h"
 
 namespace inferd::tools {
@@ -46,5 +47,8 @@ Status QuantizeModelCommand(const QuantizeCommandOptions& options, std::ostream&
 // The note `--precision bf16` prints on a CPU without native BF16 (cpu.native_bf16 false): the
 // bf16-marked layers will compute in FP32 there (kernels/cpu/fused: BlockedConv, FusedMatMul).
 std::string Bf16FallbackNote(const cpu::CpuInfo& cpu);
+// The note on a CPU with native bf16 where bf16 compute measured slower (kernels/cpu/onednn/
+// bf16_choice.h) for convolutions or matmuls.
+std::string Bf16MeasuredNote(const cpu::Bf16Choice& choice);
 
 }  // namespace inferd::tools

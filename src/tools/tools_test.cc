@@ -136,6 +136,11 @@ TEST(ToolsTest, Bf16NoteNamesTheIsa) {
   const std::string note = Bf16FallbackNote(c);
   EXPECT_NE(note.find("no native BF16 (oneDNN ISA avx2"), std::string::npos) << note;
   EXPECT_NE(note.find("in FP32"), std::string::npos) << note;
+  // Native bf16 measured slower: the note carries the measured reason.
+  const std::string measured = Bf16MeasuredNote(cpu::DecideBf16(true, "", 0.64, 0.7));
+  EXPECT_NE(measured.find("convolutions in FP32 (bf16 measured 0.64x FP32)"), std::string::npos)
+      << measured;
+  EXPECT_NE(measured.find("half the size"), std::string::npos) << measured;
 }
 
 }  // namespace

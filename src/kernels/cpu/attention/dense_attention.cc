@@ -44,9 +44,11 @@ void PortableAttention(const DenseAttentionHead& h) {
 
 #if defined(__x86_64__)
 #define INFERD_AVX2 __attribute__((target("avx2,fma")))
+#define INFERD_AVX512 __attribute__((target("avx512f,avx2,fma")))
 
 constexpr int64_t kDensePanel = 16;  // keys (for Q·Kᵀ) or value columns (for P·V) per register tile
 constexpr int kDenseMaxRows = 6;     // 6 rows x 2 vectors = 12 accumulators of the 16 ymm registers
+constexpr int kMaxRows512 = 12;  // 12 rows x 1 vector of the 32 zmm registers
 constexpr int64_t kTileRows = kDenseTileRows;
 // Keys per softmax block: a 48 x 512 score tile (96 KB) stays in L2, and a BERT row's softmax is
 // one block (no online rescale).
@@ -89,6 +91,44 @@ INFERD_AVX2 void Tile(const float* a, int64_t lda, int64_t depth, const float* b
     _mm256_storeu_ps(cr + 8, hi[r]);
   }
 }
+
+// The AVX-512 tile: one 16-wide accumulator per row, so up to 12 rows (12 of the 32 zmm
+// registers; 12 independent FMA chains cover the 4-cycle latency of two FMA ports) against the
+// AVX2 tile's 6. Same panels, same summation order per element as Tile (one FMA per k), so the two
+// paths agree to the last bit.
+template <int MR>
+INFERD_AVX512 void Tile512(const float* a, int64_t lda, int64_t depth, const float* b, float* c,
+                           int64_t ldc, bool accumulate) {
+  __m512 acc[MR];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < depth; ++k) {
+    const __m512 bv = _mm512_loadu_ps(b + k * kDensePanel);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r * lda + k]), bv, acc[r]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    float* cr = c + r * ldc;
+    if (accumulate) acc[r] = _mm512_add_ps(acc[r], _mm512_loadu_ps(cr));
+    _mm512_storeu_ps(cr, acc[r]);
+  }
+}
+
+using TileFn = void (*)(const float*, int64_t, int64_t, const float*, float*, int64_t, bool);
+
+// The register tiles of one instruction set: tile[mr] computes mr rows (1 <= mr <= max_rows).
+struct Tiles {
+  int max_rows;
+  TileFn tile[kMaxRows512 + 1];
+};
+constexpr Tiles kAvx2Tiles = {kDenseMaxRows, {nullptr, Tile<1>, Tile<2>, Tile<3>, Tile<4>, Tile<5>, Tile<6>}};
+constexpr Tiles kAvx512Tiles = {kMaxRows512,
+                                {nullptr, Tile512<1>, Tile512<2>, Tile512<3>, Tile512<4>,
+                                 Tile512<5>, Tile512<6>, Tile512<7>, Tile512<8>, Tile512<9>,
+                                 Tile512<10>, Tile512<11>, Tile512<12>}};
 
 // Brings the rows of the head a thread computes next (its Q, K, V and output rows) into L2 a few
 // cache lines at a time while the current head computes, so that head's packing, query copies and
@@ -137,36 +177,17 @@ class Prefetcher {
   int64_t row_ = 0, line_ = 0, lines_ = 0, per_step_ = 0;
 };
 
-// Rows [0, m) of a times one panel, in balanced tiles of at most 6 rows (so 4..6 rows each once
-// m >= 4: enough independent accumulators to hide the FMA latency); a prefetch step per tile.
-INFERD_AVX2 void TileRows(const float* a, int64_t lda, int64_t m, int64_t depth, const float* b,
-                          float* c, int64_t ldc, bool accumulate, Prefetcher* next = nullptr) {
-  const int64_t count = (m + kDenseMaxRows - 1) / kDenseMaxRows;
+// Rows [0, m) of a times one panel, in balanced tiles of at most t.max_rows rows (so 4..6 rows
+// each once m >= 4 with the AVX2 tiles, 7..12 once m >= 7 with the AVX-512 ones: enough
+// independent accumulators to hide the FMA latency); a prefetch step per tile.
+INFERD_AVX2 void TileRows(const Tiles& t, const float* a, int64_t lda, int64_t m, int64_t depth,
+                          const float* b, float* c, int64_t ldc, bool accumulate,
+                          Prefetcher* next = nullptr) {
+  const int64_t count = (m + t.max_rows - 1) / t.max_rows;
   for (int64_t i = 0; i < count; ++i) {
     if (next != nullptr) next->Step();
     const int64_t r0 = m * i / count, mr = m * (i + 1) / count - r0;
-    const float* ar = a + r0 * lda;
-    float* cr = c + r0 * ldc;
-    switch (mr) {
-      case 1:
-        Tile<1>(ar, lda, depth, b, cr, ldc, accumulate);
-        break;
-      case 2:
-        Tile<2>(ar, lda, depth, b, cr, ldc, accumulate);
-        break;
-      case 3:
-        Tile<3>(ar, lda, depth, b, cr, ldc, accumulate);
-        break;
-      case 4:
-        Tile<4>(ar, lda, depth, b, cr, ldc, accumulate);
-        break;
-      case 5:
-        Tile<5>(ar, lda, depth, b, cr, ldc, accumulate);
-        break;
-      default:
-        Tile<6>(ar, lda, depth, b, cr, ldc, accumulate);
-        break;
-    }
+    t.tile[mr](a + r0 * lda, lda, depth, b, c + r0 * ldc, ldc, accumulate);
   }
 }
 
@@ -342,13 +363,13 @@ INFERD_AVX2 void SoftmaxRow(float* s, int64_t n, const float* mask, float* m, fl
 
 // Keys [c0, c0 + nk) for rows [r0, r0 + rows) of the tile in w (scaled queries in w.q, running
 // state in w.o/m/l): scores, softmax, then O += P·V.
-INFERD_AVX2 void KeyBlock(const DenseAttentionHead& h, int64_t r0, int64_t rows, int64_t c0,
-                          int64_t nk, Scratch& w, Prefetcher& next) {
+INFERD_AVX2 void KeyBlock(const Tiles& t, const DenseAttentionHead& h, int64_t r0, int64_t rows,
+                          int64_t c0, int64_t nk, Scratch& w, Prefetcher& next) {
   const int64_t d = h.head_dim, nkp = RoundUp(nk, kDensePanel), dvp = RoundUp(h.value_dim, kDensePanel);
   const int64_t lds = ScoreStride(nk);
   float* s = w.s.data();
   for (int64_t p = 0; p < nkp / kDensePanel; ++p) {
-    TileRows(w.q.data(), d, rows, d, w.kt.data() + (c0 / kDensePanel + p) * d * kDensePanel, s + p * kDensePanel,
+    TileRows(t, w.q.data(), d, rows, d, w.kt.data() + (c0 / kDensePanel + p) * d * kDensePanel, s + p * kDensePanel,
              lds, false, &next);
   }
   for (int64_t i = 0; i < rows; ++i) {
@@ -366,15 +387,15 @@ INFERD_AVX2 void KeyBlock(const DenseAttentionHead& h, int64_t r0, int64_t rows,
   for (int64_t c = 0; c < dvp / kDensePanel; ++c) {
     for (int64_t k0 = 0; k0 < nk; k0 += kDepthBlock) {
       const float* panel = w.vp.data() + (c * h.num_keys + c0 + k0) * kDensePanel;
-      TileRows(s + k0, lds, rows, std::min(kDepthBlock, nk - k0), panel, w.o.data() + c * kDensePanel,
+      TileRows(t, s + k0, lds, rows, std::min(kDepthBlock, nk - k0), panel, w.o.data() + c * kDensePanel,
                dvp, c0 > 0 || k0 > 0);
     }
   }
 }
 
 // Rows [r0, r0 + rows) of the head (rows <= kTileRows).
-INFERD_AVX2 void RowTile(const DenseAttentionHead& h, int64_t r0, int64_t rows, Scratch& w,
-                         Prefetcher& next) {
+INFERD_AVX2 void RowTile(const Tiles& t, const DenseAttentionHead& h, int64_t r0, int64_t rows,
+                         Scratch& w, Prefetcher& next) {
   const int64_t d = h.head_dim, dv = h.value_dim, dvp = RoundUp(dv, kDensePanel);
   for (int64_t i = 0; i < rows; ++i) {
     const float* src = h.q + (r0 + i) * h.q_row_stride;
@@ -384,7 +405,7 @@ INFERD_AVX2 void RowTile(const DenseAttentionHead& h, int64_t r0, int64_t rows, 
   std::fill(w.m.begin(), w.m.begin() + rows, -std::numeric_limits<float>::infinity());
   std::fill(w.l.begin(), w.l.begin() + rows, 0.f);
   for (int64_t c0 = 0; c0 < h.num_keys; c0 += kKeyBlock) {
-    KeyBlock(h, r0, rows, c0, std::min(kKeyBlock, h.num_keys - c0), w, next);
+    KeyBlock(t, h, r0, rows, c0, std::min(kKeyBlock, h.num_keys - c0), w, next);
   }
   for (int64_t i = 0; i < rows; ++i) {
     float* dst = h.out + (r0 + i) * h.out_row_stride;
@@ -394,7 +415,8 @@ INFERD_AVX2 void RowTile(const DenseAttentionHead& h, int64_t r0, int64_t rows, 
   }
 }
 
-INFERD_AVX2 void VectorizedAttention(const DenseAttentionHead& h, const DenseAttentionHead* next) {
+INFERD_AVX2 void VectorizedAttention(const Tiles& t, const DenseAttentionHead& h,
+                                     const DenseAttentionHead* next) {
   thread_local Scratch w;
   const int64_t d = h.head_dim, nk = h.num_keys, dvp = RoundUp(h.value_dim, kDensePanel);
   const int64_t block = std::min(kKeyBlock, RoundUp(nk, kDensePanel));
@@ -410,39 +432,61 @@ INFERD_AVX2 void VectorizedAttention(const DenseAttentionHead& h, const DenseAtt
   grow(w.l, kTileRows);
   PackKeys(h, w.kt.data());
   PackValues(h, w.vp.data());
-  // The next head's lines spread over the register tiles of Q·Kᵀ (about one per 6 x 16 tile).
+  // The next head's lines spread over the register tiles of Q·Kᵀ (about one per register tile).
   Prefetcher prefetcher(next);
   prefetcher.Pace(
-      ((h.num_rows + kTileRows - 1) / kTileRows + (h.num_rows + kDenseMaxRows - 1) / kDenseMaxRows) *
+      ((h.num_rows + kTileRows - 1) / kTileRows + (h.num_rows + t.max_rows - 1) / t.max_rows) *
       (RoundUp(nk, kDensePanel) / kDensePanel));
-  // Tiles of kTileRows (whole 6-row register tiles), the last one what remains.
+  // Tiles of kTileRows (whole 6- or 12-row register tiles), the last one what remains.
   for (int64_t r0 = 0; r0 < h.num_rows; r0 += kTileRows) {
-    RowTile(h, r0, std::min(kTileRows, h.num_rows - r0), w, prefetcher);
+    RowTile(t, h, r0, std::min(kTileRows, h.num_rows - r0), w, prefetcher);
   }
 }
 
-bool HasAvx2Fma() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
+DenseAttentionTiles BestTiles() {
+  static const DenseAttentionTiles best =
+      !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+          ? DenseAttentionTiles::kPortable
+          : (__builtin_cpu_supports("avx512f") ? DenseAttentionTiles::kAvx512
+                                               : DenseAttentionTiles::kAvx2);
+  return best;
+}
+
+void Run(const DenseAttentionHead& h, const DenseAttentionHead* next, DenseAttentionTiles tiles) {
+  switch (tiles) {
+    case DenseAttentionTiles::kAvx512:
+      VectorizedAttention(kAvx512Tiles, h, next);
+      break;
+    case DenseAttentionTiles::kAvx2:
+      VectorizedAttention(kAvx2Tiles, h, next);
+      break;
+    default:
+      PortableAttention(h);
+      break;
+  }
 }
 #else
-bool HasAvx2Fma() { return false; }
-void VectorizedAttention(const DenseAttentionHead& h, const DenseAttentionHead*) {
+DenseAttentionTiles BestTiles() { return DenseAttentionTiles::kPortable; }
+void Run(const DenseAttentionHead& h, const DenseAttentionHead*, DenseAttentionTiles) {
   PortableAttention(h);
 }
 #endif
 
 }  // namespace
 
-bool DenseAttentionVectorized() { return HasAvx2Fma(); }
+DenseAttentionTiles DenseAttentionBestTiles() { return BestTiles(); }
 
-void DenseAttention(const DenseAttentionHead& head, const DenseAttentionHead* prefetch) {
+bool DenseAttentionVectorized() { return BestTiles() != DenseAttentionTiles::kPortable; }
+
+void DenseAttention(const DenseAttentionHead& head, const DenseAttentionHead* prefetch,
+                    DenseAttentionTiles tiles) {
   if (head.num_rows <= 0) return;
-  if (HasAvx2Fma()) {
-    VectorizedAttention(head, prefetch != nullptr && prefetch->num_rows > 0 ? prefetch : nullptr);
-  } else {
-    PortableAttention(head);
+  // A request above what this CPU has (or kBest) runs the best it has.
+  const DenseAttentionTiles best = BestTiles();
+  if (tiles == DenseAttentionTiles::kBest || static_cast<int>(tiles) > static_cast<int>(best)) {
+    tiles = best;
   }
+  Run(head, prefetch != nullptr && prefetch->num_rows > 0 ? prefetch : nullptr, tiles);
 }
 
 void MultiHeadAttention(const MultiHeadAttentionArgs& a) {
@@ -483,11 +527,11 @@ void MultiHeadAttention(const MultiHeadAttentionArgs& a) {
     DenseAttentionHead head = item_head(begin);
     for (int64_t item = begin; item < end; ++item) {
       if (item + 1 == end) {
-        DenseAttention(head);
+        DenseAttention(head, nullptr, a.tiles);
         break;
       }
       const DenseAttentionHead next = item_head(item + 1);
-      DenseAttention(head, &next);
+      DenseAttention(head, &next, a.tiles);
       head = next;
     }
   });

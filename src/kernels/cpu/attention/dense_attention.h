@@ -4,7 +4,7 @@
 //
 // For every query row, out = softmax(scale · q · Kᵀ [+ mask]) · V. The head's keys are packed
 // once per call, transposed into 16-key panels ([d][16] each), and its values into 16-column
-// panels ([keys][16]), so both products run one 6 x 16 register tile (12 FMA accumulators) over
+// panels ([keys][16]), so both products run one register tile (rows x 16 keys or columns) over
 // contiguous panels that stay in L1/L2: scores S = Q·Kᵀ for a tile of up to 48 query rows against
 // a block of up to 512 keys, then a vectorized softmax over each row of the block (two passes: max,
 // then exp and sum; an online rescale between key blocks), then O += P·V. For the sequence lengths
@@ -12,8 +12,10 @@
 // 15% of the arithmetic. Rows are copied (scaled) into a dense tile before scoring: the heads'
 // rows lie H·D floats apart, a stride that maps them onto a few L1 sets.
 //
-// The register tiles need AVX2 and FMA (chosen at run time by cpuid, whatever the build's -march);
-// without them the call runs flash_attention.h's portable FlashAttention on the same problem.
+// The register tiles are chosen at run time by cpuid, whatever the build's -march: on AVX-512 a
+// 12 x 16 tile (one zmm accumulator per row), on AVX2 + FMA the 6 x 16 one (two ymm per row); the
+// two sum in the same order and give identical results. Without AVX2 and FMA the call runs
+// flash_attention.h's portable FlashAttention on the same problem.
 // Measured: bench/kernels/attention_bench.cc, docs/performance.md ("Attention").
 #pragma once
 
@@ -45,11 +47,18 @@ struct DenseAttentionHead {
 // Query rows per tile; callers splitting a head's rows over threads do best with multiples of it.
 inline constexpr int64_t kDenseTileRows = 48;
 
+// The register tiles DenseAttention runs, in increasing order of width. kBest: the widest this CPU
+// has (DenseAttentionBestTiles()); tests and benchmarks name a narrower one to compare the paths on
+// one machine, and a request above the CPU's best runs the best.
+enum class DenseAttentionTiles { kBest = -1, kPortable = 0, kAvx2 = 1, kAvx512 = 2 };
+DenseAttentionTiles DenseAttentionBestTiles();
+
 // Computes the head on the calling thread (callers parallelize over heads and row ranges). Uses
 // per-thread scratch that grows to the largest problem seen (about (keys·(d + dv) + 48·(d + dv +
 // 512)) floats) and is reused. `prefetch`, if given, is the head the caller computes next: its
 // rows are brought into L2 while this one computes (a hint; nothing of it is read otherwise).
-void DenseAttention(const DenseAttentionHead& head, const DenseAttentionHead* prefetch = nullptr);
+void DenseAttention(const DenseAttentionHead& head, const DenseAttentionHead* prefetch = nullptr,
+                    DenseAttentionTiles tiles = DenseAttentionTiles::kBest);
 
 // Multi-head attention over the projections before the head split (ai.inferd.Attention's layout):
 // q [batch, q_seq, heads·head_dim], k [batch, kv_seq, heads·head_dim],
@@ -66,10 +75,12 @@ struct MultiHeadAttentionArgs {
   float scale = 1.f;
   const float* mask = nullptr;
   int64_t mask_strides[4] = {0, 0, 0, 0};
+  DenseAttentionTiles tiles = DenseAttentionTiles::kBest;
 };
 void MultiHeadAttention(const MultiHeadAttentionArgs& args);
 
-// Whether DenseAttention runs its AVX2/FMA register tiles on this CPU (else the portable kernel).
+// Whether DenseAttention runs register tiles (AVX2/FMA or AVX-512) on this CPU (else the portable
+// kernel).
 bool DenseAttentionVectorized();
 
 }  // namespace inferd::cpu

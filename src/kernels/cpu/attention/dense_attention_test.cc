@@ -1,8 +1,9 @@
 // DenseAttention (the encoder kernel) against flash_attention.h's ReferenceAttention (scores in
-// double) at the shapes that cross its tiles: rows around the 6-row register tile and the 48-row
-// tile, keys around the 8-lane vector, the 16-key panel and the 512-key softmax block, head and
+// double) at the shapes that cross its tiles: rows around the 6- and 12-row register tiles and the
+// 48-row tile, keys around the 8-lane vector, the 16-key panel and the 512-key softmax block, head and
 // value sizes that are not multiples of 8 or 16; every mask stride form; rows that see only -inf;
-// a running max that grows from one key block to the next. MultiHeadAttention is checked with
+// a running max that grows from one key block to the next; the AVX-512 and AVX2 tiles bit for bit
+// where the CPU has both. MultiHeadAttention is checked with
 // batches and with a head's rows split over threads.
 #include "kernels/cpu/attention/dense_attention.h"
 
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -100,6 +102,29 @@ TEST(DenseAttention, ReportsItsPath) {
   // Either path is correct; the vectorized one is what x86-64 CPUs with AVX2 get.
   EXPECT_EQ(DenseAttentionVectorized(),
             __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
+}
+
+// The AVX-512 tiles (12 rows) and the AVX2 ones (6 rows) sum each output in the same order, so on
+// a CPU with both they must agree bit for bit, at every tile edge of either.
+TEST(DenseAttention, WideAndNarrowTilesAgreeExactly) {
+  if (DenseAttentionBestTiles() != DenseAttentionTiles::kAvx512) {
+    GTEST_SKIP() << "this CPU has no AVX-512: only the AVX2 tiles run here";
+  }
+  const int64_t shapes[][4] = {{1, 1, 1, 1},      {7, 15, 64, 64}, {12, 33, 64, 64},
+                               {13, 16, 16, 17},  {25, 100, 64, 64}, {48, 512, 64, 64},
+                               {49, 513, 24, 36}, {100, 130, 64, 64}};
+  uint32_t seed = 5;
+  for (const auto& sh : shapes) {
+    Problem p(sh[0], sh[1], sh[2], sh[3], seed += 3);
+    p.mask = RandomFloat({p.rows, p.keys}, -3, 0, seed + 1);
+    SCOPED_TRACE(Name(p));
+    Tensor wide = Tensor::Allocate(DataType::kFloat32, {p.rows, p.dv});
+    Tensor narrow = Tensor::Allocate(DataType::kFloat32, {p.rows, p.dv});
+    DenseAttention(p.Head(wide.data<float>(), p.keys, 1), nullptr, DenseAttentionTiles::kAvx512);
+    DenseAttention(p.Head(narrow.data<float>(), p.keys, 1), nullptr, DenseAttentionTiles::kAvx2);
+    ASSERT_EQ(std::memcmp(wide.data<float>(), narrow.data<float>(), p.rows * p.dv * 4), 0);
+    ExpectTensorNear(wide, Reference(p.Head(wide.data<float>(), p.keys, 1)), 1e-5, 2e-6);
+  }
 }
 
 TEST(DenseAttention, MatchesReferenceAcrossTileEdges) {

@@ -32,6 +32,7 @@
 #include "kernels/cpu/fused/register.h"
 #include "kernels/cpu/nn/window.h"
 #include "kernels/cpu/onednn/dnnl_kernel.h"
+#include "kernels/cpu/onednn/bf16_choice.h"
 #include "kernels/cpu/onednn/dnnl_util.h"
 #include "kernels/cpu/onednn/packed_weights.h"
 #include "kernels/cpu/onednn/post_ops.h"
@@ -88,11 +89,12 @@ class BlockedConvKernel final : public DnnlKernel {
           "fusion",
           node.Describe());
     }
-    // Without native bf16 (DnnlHasNativeBf16) oneDNN emulates bf16, slower than FP32, or has no
-    // bf16 convolution at all (AVX2): compute in FP32 from W (the bf16 weights, widened to float32
-    // at load). The bf16 X/Z/Y between such convolutions become float32 as well: every
-    // compute_bf16 kernel on this CPU decides alike, and only they read those tensors.
-    if (bf16_ && !DnnlHasNativeBf16()) bf16_ = x_bf16_ = z_bf16_ = y_bf16_ = false;
+    // Where bf16 does not pay (onednn/bf16_choice.h: no native bf16 — oneDNN would emulate it or
+    // has no bf16 convolution at all — or native bf16 measured slower than FP32 here): compute in
+    // FP32 from W (the bf16 weights, widened to float32 at load). The bf16 X/Z/Y between such
+    // convolutions become float32 as well: every compute_bf16 convolution in the process decides
+    // alike, and only they read those tensors.
+    if (bf16_ && !Bf16ComputeChoice().conv) bf16_ = x_bf16_ = z_bf16_ = y_bf16_ = false;
     has_sum_ = node.HasInput(3);
     if (has_sum_) post_ops_.append_sum(1.f);
     RETURN_IF_ERROR(ParseFusedActivation(node, &post_ops_));

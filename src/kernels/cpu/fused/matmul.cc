@@ -8,8 +8,8 @@
 //
 // compute_bf16 = 1 (optimizer/bf16_compute.h; needs a constant B): B is packed as bf16 and A is
 // converted to bf16 per call (per-thread scratch), oneDNN's bf16 matmul accumulates in f32 and
-// writes float32 Y; bias, R and the activation stay float32. On CPUs without native bf16 it
-// computes in FP32 (DnnlHasNativeBf16).
+// writes float32 Y; bias, R and the activation stay float32. Where bf16 does not pay (no native
+// bf16, or measured slower than FP32: onednn/bf16_choice.h) it computes in FP32.
 //
 // A constant B computed in float32 without an activation is a GemmWeights on CPUs below AVX-512
 // (onednn/gemm_weights.h): each call runs util/panel_gemm.h (bias and R as its epilogue) or
@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "kernels/cpu/fused/register.h"
+#include "kernels/cpu/onednn/bf16_choice.h"
 #include "kernels/cpu/onednn/dnnl_kernel.h"
 #include "kernels/cpu/onednn/dnnl_util.h"
 #include "kernels/cpu/onednn/gemm_weights.h"
@@ -44,8 +45,8 @@ class FusedMatMulKernel final : public DnnlKernel {
     const Node& node = info.node();
     has_bias_ = node.HasInput(2);
     has_res_ = node.HasInput(3);
-    // FP32 from the bf16-exact B without native bf16 (as BlockedConv: conv_blocked.cc).
-    bf16_ = node.GetInt("compute_bf16", 0) != 0 && DnnlHasNativeBf16();
+    // FP32 from the bf16-exact B where bf16 does not pay (onednn/bf16_choice.h; as BlockedConv).
+    bf16_ = node.GetInt("compute_bf16", 0) != 0 && Bf16ComputeChoice().matmul;
     RETURN_IF_ERROR(ParseFusedActivation(node, &act_ops_));
     if (const Tensor* b = info.ConstantInput(1); b && b->rank() == 2) {
       if (b->dtype() != DataType::kFloat32) {

@@ -91,7 +91,13 @@ void QuantizeActivations(const float* a, int64_t k, int64_t group, int levels, i
 
 // Per row: sum over groups of scale * (sum over sub-blocks of d * integer dot) minus
 // scale * zero point * gsum. The same order in the vector code.
-float DotScalar(const QuantizedRow& a, const NBitsWeights& w, int64_t r) {
+//
+// Not auto-vectorized: GCC 12 at -O3 -march=native on an Intel Xeon with AVX-512 VNNI and
+// AVX-VNNI (family 6, model 207) vectorized this loop into wrong sums (8-bit k = 32: 24070 for
+// -6900; NBitsTest.SmallM* and RepackedAtLoad* caught it), while the same code is right on AVX2
+// hosts. This is the reference and fallback path; the AVX2 decode kernels below are the fast one.
+__attribute__((optimize("no-tree-vectorize"))) float DotScalar(const QuantizedRow& a,
+                                                               const NBitsWeights& w, int64_t r) {
   const int64_t subs = (w.k + kSub - 1) / kSub, groups = NBitsGroups(w.k, w.group);
   const int64_t sub_bytes = kSub * w.bits / 8, per_group = w.group / kSub;
   const uint8_t* row = w.data + r * NBitsRowBytes(w.bits, w.k);
