@@ -30,7 +30,8 @@ std::string Param(const std::string& key, const std::string& value) {
 }
 
 std::string Png(int w, int h) {
-  return cpu::image_testing::EncodePng(cpu::image_testing::TestPicture(w, h), w, h, PNG_COLOR_TYPE_RGB);
+  return cpu::image_testing::EncodePng(cpu::image_testing::TestPicture(w, h), w, h,
+                                       PNG_COLOR_TYPE_RGB);
 }
 
 Tensor Bytes(std::vector<std::string> images) {

@@ -47,7 +47,7 @@ void PortableAttention(const DenseAttentionHead& h) {
 #define INFERD_AVX512 __attribute__((target("avx512f,avx2,fma")))
 
 constexpr int64_t kDensePanel = 16;  // keys (for Q·Kᵀ) or value columns (for P·V) per register tile
-constexpr int kDenseMaxRows = 6;     // 6 rows x 2 vectors = 12 accumulators of the 16 ymm registers
+constexpr int kDenseMaxRows = 6;  // 6 rows x 2 vectors = 12 accumulators of the 16 ymm registers
 constexpr int kMaxRows512 = 12;  // 12 rows x 1 vector of the 32 zmm registers
 constexpr int64_t kTileRows = kDenseTileRows;
 // Keys per softmax block: a 48 x 512 score tile (96 KB) stays in L2, and a BERT row's softmax is
@@ -124,7 +124,8 @@ struct Tiles {
   int max_rows;
   TileFn tile[kMaxRows512 + 1];
 };
-constexpr Tiles kAvx2Tiles = {kDenseMaxRows, {nullptr, Tile<1>, Tile<2>, Tile<3>, Tile<4>, Tile<5>, Tile<6>}};
+constexpr Tiles kAvx2Tiles = {kDenseMaxRows,
+                              {nullptr, Tile<1>, Tile<2>, Tile<3>, Tile<4>, Tile<5>, Tile<6>}};
 constexpr Tiles kAvx512Tiles = {kMaxRows512,
                                 {nullptr, Tile512<1>, Tile512<2>, Tile512<3>, Tile512<4>,
                                  Tile512<5>, Tile512<6>, Tile512<7>, Tile512<8>, Tile512<9>,
@@ -221,8 +222,8 @@ INFERD_AVX2 void PackKeys(const DenseAttentionHead& h, float* kt) {
     if (n == kDensePanel && d % 8 == 0) {
       for (int64_t half = 0; half < kDensePanel; half += 8) {
         for (int64_t x = 0; x < d; x += 8) {
-          Transpose8x8(src + half * h.key_row_stride + x, h.key_row_stride, dst + x * kDensePanel + half,
-                       kDensePanel);
+          Transpose8x8(src + half * h.key_row_stride + x, h.key_row_stride,
+                       dst + x * kDensePanel + half, kDensePanel);
         }
       }
       continue;
@@ -365,12 +366,13 @@ INFERD_AVX2 void SoftmaxRow(float* s, int64_t n, const float* mask, float* m, fl
 // state in w.o/m/l): scores, softmax, then O += P·V.
 INFERD_AVX2 void KeyBlock(const Tiles& t, const DenseAttentionHead& h, int64_t r0, int64_t rows,
                           int64_t c0, int64_t nk, Scratch& w, Prefetcher& next) {
-  const int64_t d = h.head_dim, nkp = RoundUp(nk, kDensePanel), dvp = RoundUp(h.value_dim, kDensePanel);
+  const int64_t d = h.head_dim, nkp = RoundUp(nk, kDensePanel),
+                dvp = RoundUp(h.value_dim, kDensePanel);
   const int64_t lds = ScoreStride(nk);
   float* s = w.s.data();
   for (int64_t p = 0; p < nkp / kDensePanel; ++p) {
-    TileRows(t, w.q.data(), d, rows, d, w.kt.data() + (c0 / kDensePanel + p) * d * kDensePanel, s + p * kDensePanel,
-             lds, false, &next);
+    TileRows(t, w.q.data(), d, rows, d, w.kt.data() + (c0 / kDensePanel + p) * d * kDensePanel,
+             s + p * kDensePanel, lds, false, &next);
   }
   for (int64_t i = 0; i < rows; ++i) {
     float* si = s + i * lds;
@@ -387,8 +389,8 @@ INFERD_AVX2 void KeyBlock(const Tiles& t, const DenseAttentionHead& h, int64_t r
   for (int64_t c = 0; c < dvp / kDensePanel; ++c) {
     for (int64_t k0 = 0; k0 < nk; k0 += kDepthBlock) {
       const float* panel = w.vp.data() + (c * h.num_keys + c0 + k0) * kDensePanel;
-      TileRows(t, s + k0, lds, rows, std::min(kDepthBlock, nk - k0), panel, w.o.data() + c * kDensePanel,
-               dvp, c0 > 0 || k0 > 0);
+      TileRows(t, s + k0, lds, rows, std::min(kDepthBlock, nk - k0), panel,
+               w.o.data() + c * kDensePanel, dvp, c0 > 0 || k0 > 0);
     }
   }
 }

@@ -143,12 +143,12 @@ class FusedMatMulKernel final : public DnnlKernel {
   }
 
   StatusOr<std::shared_ptr<const FusedMatMulPlan>> GetPlan(int64_t rows, int64_t k, int64_t n,
-                                                bool packed) const {
+                                                           bool packed) const {
     return plans_.Get(Shape{rows, k, n}, [&] { return MakePlan(rows, k, n, packed); });
   }
 
   StatusOr<std::shared_ptr<const FusedMatMulPlan>> MakePlan(int64_t rows, int64_t k, int64_t n,
-                                                 bool packed) const {
+                                                            bool packed) const {
     auto plan = std::make_shared<FusedMatMulPlan>();
     const auto f32 = memory::data_type::f32;
     const auto compute = bf16_ ? memory::data_type::bf16 : f32;

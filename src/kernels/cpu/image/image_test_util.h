@@ -22,7 +22,6 @@
 
 namespace inferd::cpu::image_testing {
 
-
 inline std::string EncodeJpeg(const std::vector<uint8_t>& pixels, int width, int height,
                               int components, int quality = 95) {
   jpeg_compress_struct cinfo;

@@ -33,7 +33,7 @@ struct Case {
 // |terms|, the scale of float32 rounding error).
 void CheckCase(const Case& c, bool bias, bool residual) {
   SCOPED_TRACE(::testing::Message() << "m=" << c.m << " k=" << c.k << " n=" << c.n
-                                  << " bias=" << bias << " residual=" << residual);
+                                    << " bias=" << bias << " residual=" << residual);
   const std::vector<float> a = Random(c.m * c.k, 1), b = Random(c.k * c.n, 2);
   const std::vector<float> bv = Random(c.n, 3), rv = Random(c.m * c.n, 4);
   PanelWeights w;
