@@ -81,18 +81,18 @@ gen-models-large: deps
 
 # ---- Hardening (docs/hardening.md): sanitizer builds, fuzzers, soak ----
 # Each sanitizer build has its own directory, configured with -DINFERD_SANITIZE (CMakeLists.txt:
-# -O1, line tables, every project target instrumented). SAN_UNITY_BATCH=N (opt-in, off by default:
-# its saving is not measured yet, docs/hardening.md "Measured") builds them as unity builds of N
-# sources per compile (CMAKE_UNITY_BUILD; never the Release or fuzz build): a sanitizer instruments
-# every inline function of Beast, gRPC, protobuf and gtest again in each translation unit that uses
-# it, and a batch compiles those once. `make asan`: ASan+UBSan over
+# -O1, line tables, every project target instrumented), as unity builds of SAN_UNITY_BATCH (8)
+# sources per compile (CMAKE_UNITY_BUILD; SAN_UNITY_BATCH= turns it off; never the Release or fuzz
+# build): a sanitizer instruments every inline function of Beast, gRPC, protobuf and gtest again in
+# each translation unit that uses it, and a batch compiles those once (the saving:
+# docs/hardening.md, "Measured"). `make asan`: ASan+UBSan over
 # the unit tests and the server end-to-end tests (the kernel library and the gtest binaries' own
 # code with ASan only: UBSan roughly doubles the compile time of their templated code and finds
 # nothing there that ASan does not). `make tsan`: TSan over the scheduler, serving and server tests
 # (gtest binaries) and the server end-to-end test; OpenMP runs one thread (libgomp is not
 # instrumented, so its barriers would be invisible to TSan). Suppressions with their reasons:
 # tests/sanitizers/*.supp. Cold-build figures: docs/hardening.md, "Measured".
-SAN_UNITY_BATCH ?=
+SAN_UNITY_BATCH ?= 8
 SAN_CMAKE_BASE = cmake -S . -G Ninja -DCMAKE_BUILD_TYPE=Release \
   $$(command -v ccache >/dev/null && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache) $(CMAKE_FLAGS)
 SAN_CMAKE = $(SAN_CMAKE_BASE) $(if $(SAN_UNITY_BATCH),-DCMAKE_UNITY_BUILD=ON \

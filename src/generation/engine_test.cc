@@ -9,6 +9,7 @@
 #include "testing/fake_clock.h"
 
 namespace inferd::gen {
+namespace engine_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -405,4 +406,5 @@ TEST(EngineCreateTest, RejectsBadOptions) {
 }
 
 }  // namespace
+}  // namespace engine_test
 }  // namespace inferd::gen

@@ -26,6 +26,7 @@
 #include "session/session.h"
 
 namespace inferd::gen {
+namespace model_runner_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -475,4 +476,5 @@ TEST(CreateDecoderRunner, RejectsABudgetBelowOneBlockAndMissingModels) {
 }
 
 }  // namespace
+}  // namespace model_runner_test
 }  // namespace inferd::gen

@@ -19,6 +19,7 @@
 #include "quantize/nbits_weights.h"
 
 namespace inferd::gen {
+namespace nbits_runner_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -209,4 +210,5 @@ TEST(NBitsFolder, CorruptQuantizedModelFailsTheLoad) {
 }
 
 }  // namespace
+}  // namespace nbits_runner_test
 }  // namespace inferd::gen

@@ -7,6 +7,7 @@
 #include "generation/test_util.h"
 
 namespace inferd::gen {
+namespace scheduler_test {
 namespace {
 
 using testing::FakeConfig;
@@ -269,4 +270,5 @@ TEST(SchedulerTest, RemoveFreesBlocksAtOnce) {
 }
 
 }  // namespace
+}  // namespace scheduler_test
 }  // namespace inferd::gen

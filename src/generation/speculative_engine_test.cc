@@ -10,6 +10,7 @@
 #include "testing/fake_clock.h"
 
 namespace inferd::gen {
+namespace speculative_engine_test {
 namespace {
 
 using testing::FakeConfig;
@@ -261,4 +262,5 @@ TEST(SpeculativeEngineCreateTest, RejectsBadDraftsAndOptions) {
 }
 
 }  // namespace
+}  // namespace speculative_engine_test
 }  // namespace inferd::gen

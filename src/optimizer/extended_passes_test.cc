@@ -7,6 +7,7 @@
 #include "optimizer/test_graphs.h"
 
 namespace inferd::testing {
+namespace extended_passes_test {
 namespace {
 
 constexpr OptimizationLevel kExt = OptimizationLevel::kExtended;
@@ -451,4 +452,5 @@ TEST(DepthwiseFusion, NotWhenTheExpandedTensorIsAlsoRead) {
 }
 
 }  // namespace
+}  // namespace extended_passes_test
 }  // namespace inferd::testing

@@ -8,6 +8,7 @@
 #include "optimizer/test_graphs.h"
 
 namespace inferd {
+namespace swiglu_fusion_test {
 namespace {
 
 using testing::CloneModel;
@@ -88,4 +89,5 @@ TEST(SwiGluFusion, KernelRejectsAnOddLastDim) {
 }
 
 }  // namespace
+}  // namespace swiglu_fusion_test
 }  // namespace inferd

@@ -17,6 +17,7 @@
 #include "testing/fake_clock.h"
 
 namespace inferd::serving {
+namespace model_lifecycle_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -320,4 +321,5 @@ TEST_F(ModelLifecycleTest, QueueFailuresAreCountedByReason) {
 }
 
 }  // namespace
+}  // namespace model_lifecycle_test
 }  // namespace inferd::serving

@@ -17,6 +17,7 @@
 #include "testing/fake_clock.h"
 
 namespace inferd::serving {
+namespace processing_models_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -29,7 +30,8 @@ std::string Param(const std::string& key, const std::string& value) {
 }
 
 std::string Png(int w, int h) {
-  return cpu::testing::EncodePng(cpu::testing::TestPicture(w, h), w, h, PNG_COLOR_TYPE_RGB);
+  return cpu::image_testing::EncodePng(cpu::image_testing::TestPicture(w, h), w, h,
+                                       PNG_COLOR_TYPE_RGB);
 }
 
 Tensor Bytes(std::vector<std::string> images) {
@@ -209,4 +211,5 @@ TEST_F(ProcessingModelsTest, CorruptImageFailsOnlyItsRequestInABatch) {
 }
 
 }  // namespace
+}  // namespace processing_models_test
 }  // namespace inferd::serving

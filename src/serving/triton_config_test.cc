@@ -17,6 +17,7 @@
 #include "serving/model_manager.h"
 
 namespace inferd::serving {
+namespace triton_config_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -474,4 +475,5 @@ TEST(TritonConfigTest, ClassificationUsesTheLabelFile) {
 }
 
 }  // namespace
+}  // namespace triton_config_test
 }  // namespace inferd::serving

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace inferd::tools {
+namespace haproxy_config_test {
 namespace {
 
 FleetNode Node(const std::string& spec, bool backup = false, FleetPortRules rules = {}) {
@@ -188,4 +189,5 @@ TEST(HaproxyConfigTest, RefusesBadNodeListsAndOptions) {
 }
 
 }  // namespace
+}  // namespace haproxy_config_test
 }  // namespace inferd::tools

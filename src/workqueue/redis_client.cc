@@ -23,14 +23,14 @@ timeval ToTimeval(std::chrono::milliseconds t) {
 // which for a batch of job entries is most of what reading it costs. The root is allocated; a
 // child is an element of its parent's vector, sized when the array's header was read, so the
 // pointers stay valid. hiredis frees only the root (freeObject), on errors and in redisFree.
-RedisValue* Slot(const redisReadTask* task) {
+RedisValue* ReplySlot(const redisReadTask* task) {
   if (task->parent == nullptr) return new RedisValue();
   auto* parent = static_cast<RedisValue*>(task->parent->obj);
   return &parent->elements[static_cast<size_t>(task->idx)];
 }
 
 void* CreateString(const redisReadTask* task, char* str, size_t len) {
-  RedisValue* v = Slot(task);
+  RedisValue* v = ReplySlot(task);
   v->type = task->type == REDIS_REPLY_ERROR    ? RedisValue::Type::kError
             : task->type == REDIS_REPLY_STATUS ? RedisValue::Type::kStatus
                                                : RedisValue::Type::kString;
@@ -39,20 +39,20 @@ void* CreateString(const redisReadTask* task, char* str, size_t len) {
 }
 
 void* CreateArray(const redisReadTask* task, int elements) {
-  RedisValue* v = Slot(task);
+  RedisValue* v = ReplySlot(task);
   v->type = RedisValue::Type::kArray;
   v->elements.resize(static_cast<size_t>(std::max(elements, 0)));
   return v;
 }
 
 void* CreateInteger(const redisReadTask* task, long long value) {  // NOLINT(runtime/int)
-  RedisValue* v = Slot(task);
+  RedisValue* v = ReplySlot(task);
   v->type = RedisValue::Type::kInteger;
   v->integer = value;
   return v;
 }
 
-void* CreateNil(const redisReadTask* task) { return Slot(task); }
+void* CreateNil(const redisReadTask* task) { return ReplySlot(task); }
 
 void FreeValue(void* root) { delete static_cast<RedisValue*>(root); }
 

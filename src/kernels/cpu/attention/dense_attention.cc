@@ -46,8 +46,8 @@ void PortableAttention(const DenseAttentionHead& h) {
 #define INFERD_AVX2 __attribute__((target("avx2,fma")))
 #define INFERD_AVX512 __attribute__((target("avx512f,avx2,fma")))
 
-constexpr int64_t kPanel = 16;  // keys (for Q·Kᵀ) or value columns (for P·V) per register tile
-constexpr int kMaxRows = 6;     // 6 rows x 2 vectors = 12 accumulators of the 16 ymm registers
+constexpr int64_t kDensePanel = 16;  // keys (for Q·Kᵀ) or value columns (for P·V) per register tile
+constexpr int kDenseMaxRows = 6;  // 6 rows x 2 vectors = 12 accumulators of the 16 ymm registers
 constexpr int kMaxRows512 = 12;  // 12 rows x 1 vector of the 32 zmm registers
 constexpr int64_t kTileRows = kDenseTileRows;
 // Keys per softmax block: a 48 x 512 score tile (96 KB) stays in L2, and a BERT row's softmax is
@@ -59,7 +59,7 @@ constexpr int64_t kDepthBlock = 256;
 inline int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 // Floats between score rows of a block of nk keys: whole panels plus one cache line, so the rows
 // a register tile broadcasts from (2 KB apart at 512 keys) do not share L1 sets.
-inline int64_t ScoreStride(int64_t nk) { return RoundUp(nk, kPanel) + 16; }
+inline int64_t ScoreStride(int64_t nk) { return RoundUp(nk, kDensePanel) + 16; }
 
 // c[r][0..16) = (accumulate ? c[r][..] : 0) + Σ_k a[r·lda + k] · b[k·16 + 0..16) for MR rows:
 // the one register tile of both products (b a 16-wide panel read front to back).
@@ -71,8 +71,8 @@ INFERD_AVX2 void Tile(const float* a, int64_t lda, int64_t depth, const float* b
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) lo[r] = hi[r] = _mm256_setzero_ps();
   for (int64_t k = 0; k < depth; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(b + k * kPanel);
-    const __m256 b1 = _mm256_loadu_ps(b + k * kPanel + 8);
+    const __m256 b0 = _mm256_loadu_ps(b + k * kDensePanel);
+    const __m256 b1 = _mm256_loadu_ps(b + k * kDensePanel + 8);
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
       const __m256 av = _mm256_broadcast_ss(a + r * lda + k);
@@ -103,7 +103,7 @@ INFERD_AVX512 void Tile512(const float* a, int64_t lda, int64_t depth, const flo
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t k = 0; k < depth; ++k) {
-    const __m512 bv = _mm512_loadu_ps(b + k * kPanel);
+    const __m512 bv = _mm512_loadu_ps(b + k * kDensePanel);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r * lda + k]), bv, acc[r]);
@@ -124,7 +124,8 @@ struct Tiles {
   int max_rows;
   TileFn tile[kMaxRows512 + 1];
 };
-constexpr Tiles kAvx2Tiles = {kMaxRows, {nullptr, Tile<1>, Tile<2>, Tile<3>, Tile<4>, Tile<5>, Tile<6>}};
+constexpr Tiles kAvx2Tiles = {kDenseMaxRows,
+                              {nullptr, Tile<1>, Tile<2>, Tile<3>, Tile<4>, Tile<5>, Tile<6>}};
 constexpr Tiles kAvx512Tiles = {kMaxRows512,
                                 {nullptr, Tile512<1>, Tile512<2>, Tile512<3>, Tile512<4>,
                                  Tile512<5>, Tile512<6>, Tile512<7>, Tile512<8>, Tile512<9>,
@@ -214,22 +215,22 @@ INFERD_AVX2 inline void Transpose8x8(const float* src, int64_t lds, float* dst, 
 // The head's keys transposed into ceil(keys / 16) panels of [d][16], zero past the last key.
 INFERD_AVX2 void PackKeys(const DenseAttentionHead& h, float* kt) {
   const int64_t d = h.head_dim, nk = h.num_keys;
-  for (int64_t p = 0; p * kPanel < nk; ++p) {
-    float* dst = kt + p * d * kPanel;
-    const float* src = h.key + p * kPanel * h.key_row_stride;
-    const int64_t n = std::min(kPanel, nk - p * kPanel);
-    if (n == kPanel && d % 8 == 0) {
-      for (int64_t half = 0; half < kPanel; half += 8) {
+  for (int64_t p = 0; p * kDensePanel < nk; ++p) {
+    float* dst = kt + p * d * kDensePanel;
+    const float* src = h.key + p * kDensePanel * h.key_row_stride;
+    const int64_t n = std::min(kDensePanel, nk - p * kDensePanel);
+    if (n == kDensePanel && d % 8 == 0) {
+      for (int64_t half = 0; half < kDensePanel; half += 8) {
         for (int64_t x = 0; x < d; x += 8) {
-          Transpose8x8(src + half * h.key_row_stride + x, h.key_row_stride, dst + x * kPanel + half,
-                       kPanel);
+          Transpose8x8(src + half * h.key_row_stride + x, h.key_row_stride,
+                       dst + x * kDensePanel + half, kDensePanel);
         }
       }
       continue;
     }
     for (int64_t x = 0; x < d; ++x) {
-      for (int64_t j = 0; j < kPanel; ++j) {
-        dst[x * kPanel + j] = j < n ? src[j * h.key_row_stride + x] : 0.f;
+      for (int64_t j = 0; j < kDensePanel; ++j) {
+        dst[x * kDensePanel + j] = j < n ? src[j * h.key_row_stride + x] : 0.f;
       }
     }
   }
@@ -238,19 +239,19 @@ INFERD_AVX2 void PackKeys(const DenseAttentionHead& h, float* kt) {
 // The head's values as ceil(dv / 16) column panels of [keys][16], zero past column dv.
 INFERD_AVX2 void PackValues(const DenseAttentionHead& h, float* vp) {
   const int64_t nk = h.num_keys, dv = h.value_dim;
-  for (int64_t c = 0; c * kPanel < dv; ++c) {
-    float* dst = vp + c * nk * kPanel;
-    const float* src = h.value + c * kPanel;
-    const int64_t cols = std::min(kPanel, dv - c * kPanel);
+  for (int64_t c = 0; c * kDensePanel < dv; ++c) {
+    float* dst = vp + c * nk * kDensePanel;
+    const float* src = h.value + c * kDensePanel;
+    const int64_t cols = std::min(kDensePanel, dv - c * kDensePanel);
     for (int64_t k = 0; k < nk; ++k) {
       const float* row = src + k * h.value_row_stride;
-      float* out = dst + k * kPanel;
-      if (cols == kPanel) {
+      float* out = dst + k * kDensePanel;
+      if (cols == kDensePanel) {
         _mm256_storeu_ps(out, _mm256_loadu_ps(row));
         _mm256_storeu_ps(out + 8, _mm256_loadu_ps(row + 8));
       } else {
         std::memcpy(out, row, cols * sizeof(float));
-        std::fill(out + cols, out + kPanel, 0.f);
+        std::fill(out + cols, out + kDensePanel, 0.f);
       }
     }
   }
@@ -365,12 +366,13 @@ INFERD_AVX2 void SoftmaxRow(float* s, int64_t n, const float* mask, float* m, fl
 // state in w.o/m/l): scores, softmax, then O += P·V.
 INFERD_AVX2 void KeyBlock(const Tiles& t, const DenseAttentionHead& h, int64_t r0, int64_t rows,
                           int64_t c0, int64_t nk, Scratch& w, Prefetcher& next) {
-  const int64_t d = h.head_dim, nkp = RoundUp(nk, kPanel), dvp = RoundUp(h.value_dim, kPanel);
+  const int64_t d = h.head_dim, nkp = RoundUp(nk, kDensePanel),
+                dvp = RoundUp(h.value_dim, kDensePanel);
   const int64_t lds = ScoreStride(nk);
   float* s = w.s.data();
-  for (int64_t p = 0; p < nkp / kPanel; ++p) {
-    TileRows(t, w.q.data(), d, rows, d, w.kt.data() + (c0 / kPanel + p) * d * kPanel, s + p * kPanel,
-             lds, false, &next);
+  for (int64_t p = 0; p < nkp / kDensePanel; ++p) {
+    TileRows(t, w.q.data(), d, rows, d, w.kt.data() + (c0 / kDensePanel + p) * d * kDensePanel,
+             s + p * kDensePanel, lds, false, &next);
   }
   for (int64_t i = 0; i < rows; ++i) {
     float* si = s + i * lds;
@@ -384,11 +386,11 @@ INFERD_AVX2 void KeyBlock(const Tiles& t, const DenseAttentionHead& h, int64_t r
     }
     SoftmaxRow(si, nk, mask, &w.m[i], &w.l[i], w.o.data() + i * dvp, dvp);
   }
-  for (int64_t c = 0; c < dvp / kPanel; ++c) {
+  for (int64_t c = 0; c < dvp / kDensePanel; ++c) {
     for (int64_t k0 = 0; k0 < nk; k0 += kDepthBlock) {
-      const float* panel = w.vp.data() + (c * h.num_keys + c0 + k0) * kPanel;
-      TileRows(t, s + k0, lds, rows, std::min(kDepthBlock, nk - k0), panel, w.o.data() + c * kPanel,
-               dvp, c0 > 0 || k0 > 0);
+      const float* panel = w.vp.data() + (c * h.num_keys + c0 + k0) * kDensePanel;
+      TileRows(t, s + k0, lds, rows, std::min(kDepthBlock, nk - k0), panel,
+               w.o.data() + c * kDensePanel, dvp, c0 > 0 || k0 > 0);
     }
   }
 }
@@ -396,7 +398,7 @@ INFERD_AVX2 void KeyBlock(const Tiles& t, const DenseAttentionHead& h, int64_t r
 // Rows [r0, r0 + rows) of the head (rows <= kTileRows).
 INFERD_AVX2 void RowTile(const Tiles& t, const DenseAttentionHead& h, int64_t r0, int64_t rows,
                          Scratch& w, Prefetcher& next) {
-  const int64_t d = h.head_dim, dv = h.value_dim, dvp = RoundUp(dv, kPanel);
+  const int64_t d = h.head_dim, dv = h.value_dim, dvp = RoundUp(dv, kDensePanel);
   for (int64_t i = 0; i < rows; ++i) {
     const float* src = h.q + (r0 + i) * h.q_row_stride;
     float* dst = w.q.data() + i * d;
@@ -418,12 +420,12 @@ INFERD_AVX2 void RowTile(const Tiles& t, const DenseAttentionHead& h, int64_t r0
 INFERD_AVX2 void VectorizedAttention(const Tiles& t, const DenseAttentionHead& h,
                                      const DenseAttentionHead* next) {
   thread_local Scratch w;
-  const int64_t d = h.head_dim, nk = h.num_keys, dvp = RoundUp(h.value_dim, kPanel);
-  const int64_t block = std::min(kKeyBlock, RoundUp(nk, kPanel));
+  const int64_t d = h.head_dim, nk = h.num_keys, dvp = RoundUp(h.value_dim, kDensePanel);
+  const int64_t block = std::min(kKeyBlock, RoundUp(nk, kDensePanel));
   auto grow = [](std::vector<float>& v, int64_t n) {
     if (v.size() < static_cast<size_t>(n)) v.resize(n);
   };
-  grow(w.kt, RoundUp(nk, kPanel) * d);
+  grow(w.kt, RoundUp(nk, kDensePanel) * d);
   grow(w.vp, nk * dvp);
   grow(w.q, kTileRows * d);
   grow(w.s, kTileRows * ScoreStride(block));
@@ -436,7 +438,7 @@ INFERD_AVX2 void VectorizedAttention(const Tiles& t, const DenseAttentionHead& h
   Prefetcher prefetcher(next);
   prefetcher.Pace(
       ((h.num_rows + kTileRows - 1) / kTileRows + (h.num_rows + t.max_rows - 1) / t.max_rows) *
-      (RoundUp(nk, kPanel) / kPanel));
+      (RoundUp(nk, kDensePanel) / kDensePanel));
   // Tiles of kTileRows (whole 6- or 12-row register tiles), the last one what remains.
   for (int64_t r0 = 0; r0 < h.num_rows; r0 += kTileRows) {
     RowTile(t, h, r0, std::min(kTileRows, h.num_rows - r0), w, prefetcher);

@@ -6,6 +6,8 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/util/vec8.h"
+
 // Without AVX (a build for baseline x86-64), GCC warns that 32-byte vector arguments change the
 // ABI; every function passing them has internal linkage, so no ABI is shared with anyone.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -18,20 +20,15 @@ namespace {
 // Keys per chunk: the unit of the online softmax (one max/rescale per row per chunk) and the
 // width of the score micro-kernel (4 vectors of 8).
 constexpr int64_t kChunk = 32;
-// Rows per sub-tile: the scaled queries, scores and accumulators of a sub-tile
-// (~48 · (head_dim + value_dim + 32) floats) stay in L1/L2 while K/V stream through.
-constexpr int64_t kTileRows = kFlashTileRows;
+// Rows per sub-tile: kFlashTileRows (flash_attention.h); the scaled queries, scores and
+// accumulators of a sub-tile (~48 · (head_dim + value_dim + 32) floats) stay in L1/L2 while K/V
+// stream through.
 // Up to this many rows, keys are scored in place (DotTile) rather than transposed (ScoreTile).
 constexpr int64_t kDirectRows = 4;
 
-typedef float V8 __attribute__((vector_size(32)));
-typedef float V8u __attribute__((vector_size(32), aligned(4), may_alias));
-typedef int32_t V8i __attribute__((vector_size(32)));
+// V8, Load, Store, Splat: util/vec8.h.
 typedef int8_t V8b __attribute__((vector_size(8), aligned(1), may_alias));
 
-inline V8 Load(const float* p) { return *reinterpret_cast<const V8u*>(p); }
-inline void Store(float* p, V8 v) { *reinterpret_cast<V8u*>(p) = v; }
-inline V8 Splat(float x) { return V8{x, x, x, x, x, x, x, x}; }
 inline int64_t RoundUp8(int64_t n) { return (n + 7) / 8 * 8; }
 
 // s[r][0..32) = q[r] · kt[:, 0..32) for MR rows: q rows of length d (stride d), kt the chunk's
@@ -145,7 +142,7 @@ void DotTile(const float* q, int64_t rows, int64_t d, const float* const* key, i
 }
 
 // Per-thread working set of one sub-tile.
-struct Scratch {
+struct FlashScratch {
   std::vector<float> buf;
   float *q, *kt, *vc, *s, *o, *m, *l;
   const float* key_rows[kChunk];
@@ -223,7 +220,7 @@ void DequantizeRows(const KvRows& r, int64_t c0, int64_t n, int64_t dim, int64_t
 // ([d][32], zero past nk). Value rows are used in place when value_dim is a multiple of 8, else
 // copied into vc with zero-padded columns.
 void GatherChunk(const AttentionTile& t, int64_t c0, int64_t nk, int64_t dv8, bool direct,
-                 Scratch& w) {
+                 FlashScratch& w) {
   const int64_t d = t.head_dim, dv = t.value_dim;
   if (t.key.qdata != nullptr) {
     if (w.kd.size() < static_cast<size_t>(kChunk * d)) w.kd.resize(kChunk * d);
@@ -331,7 +328,7 @@ void SoftmaxRow(float* s, int64_t n, const float* mask, int64_t mask_step, float
 }
 
 // Rows [j0, j1) of every head of the tile.
-void SubTile(const AttentionTile& t, int64_t j0, int64_t j1, Scratch& w) {
+void SubTile(const AttentionTile& t, int64_t j0, int64_t j1, FlashScratch& w) {
   const int64_t d = t.head_dim, dv8 = RoundUp8(t.value_dim), nr = j1 - j0;
   const int64_t rows = t.num_heads * nr;
   w.Reserve(rows, d, dv8);
@@ -381,8 +378,8 @@ void SubTile(const AttentionTile& t, int64_t j0, int64_t j1, Scratch& w) {
 
 void FlashAttention(const AttentionTile& tile) {
   if (tile.num_rows <= 0 || tile.num_heads <= 0) return;
-  thread_local Scratch scratch;
-  const int64_t step = std::max<int64_t>(1, kTileRows / tile.num_heads);
+  thread_local FlashScratch scratch;
+  const int64_t step = std::max<int64_t>(1, kFlashTileRows / tile.num_heads);
   for (int64_t j0 = 0; j0 < tile.num_rows; j0 += step) {
     SubTile(tile, j0, std::min(tile.num_rows, j0 + step), scratch);
   }

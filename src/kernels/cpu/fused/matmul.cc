@@ -33,7 +33,7 @@ namespace {
 
 using dnnl::memory;
 
-struct Plan {
+struct FusedMatMulPlan {
   dnnl::matmul prim;
   memory::desc src_md, user_src_md, weights_md, user_weights_md, dst_md, bias_md, res_md;
   memory weights;  // packed constant B, or empty
@@ -115,7 +115,7 @@ class FusedMatMulKernel final : public DnnlKernel {
       b_data = held.plain.raw_data();
     }
     const bool packed = const_b_.defined();
-    ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, GetPlan(rows, k, n, packed));
+    ASSIGN_OR_RETURN(std::shared_ptr<const FusedMatMulPlan> plan, GetPlan(rows, k, n, packed));
     dnnl::engine& eng = DnnlEngine();
     dnnl::stream s(eng);
     memory weights = packed ? plan->weights
@@ -142,14 +142,14 @@ class FusedMatMulKernel final : public DnnlKernel {
     return Status::Ok();
   }
 
-  StatusOr<std::shared_ptr<const Plan>> GetPlan(int64_t rows, int64_t k, int64_t n,
-                                                bool packed) const {
+  StatusOr<std::shared_ptr<const FusedMatMulPlan>> GetPlan(int64_t rows, int64_t k, int64_t n,
+                                                           bool packed) const {
     return plans_.Get(Shape{rows, k, n}, [&] { return MakePlan(rows, k, n, packed); });
   }
 
-  StatusOr<std::shared_ptr<const Plan>> MakePlan(int64_t rows, int64_t k, int64_t n,
-                                                 bool packed) const {
-    auto plan = std::make_shared<Plan>();
+  StatusOr<std::shared_ptr<const FusedMatMulPlan>> MakePlan(int64_t rows, int64_t k, int64_t n,
+                                                            bool packed) const {
+    auto plan = std::make_shared<FusedMatMulPlan>();
     const auto f32 = memory::data_type::f32;
     const auto compute = bf16_ ? memory::data_type::bf16 : f32;
     plan->user_src_md = PlainDesc({rows, k});
@@ -176,14 +176,14 @@ class FusedMatMulKernel final : public DnnlKernel {
     plan->prim = dnnl::matmul(pd);
     plan->weights_md = pd.weights_desc();
     if (packed) plan->weights = const_b_.Get(plan->user_weights_md, plan->weights_md);
-    return std::shared_ptr<const Plan>(std::move(plan));
+    return std::shared_ptr<const FusedMatMulPlan>(std::move(plan));
   }
 
   bool has_bias_ = false, has_res_ = false, bf16_ = false;
   dnnl::post_ops act_ops_;
   GemmWeights gemm_b_;     // constant B for PanelGemm or plain oneDNN (then const_b_ stays empty)
   PackedWeights const_b_;  // one packed copy per layout, shared by every shape's plan
-  PlanCache<Shape, Plan> plans_;
+  PlanCache<Shape, FusedMatMulPlan> plans_;
 };
 
 }  // namespace

@@ -8,17 +8,12 @@
 
 #include "kernels/cpu/fused/register.h"
 #include "kernels/cpu/util/kernel_util.h"
+#include "kernels/cpu/util/vec8.h"
 
 namespace inferd::cpu {
 namespace {
 
-typedef float V8 __attribute__((vector_size(32)));
-typedef float V8u __attribute__((vector_size(32), aligned(4), may_alias));
-typedef int32_t V8i __attribute__((vector_size(32)));
-
-inline V8 Load(const float* p) { return *reinterpret_cast<const V8u*>(p); }
-inline void Store(float* p, V8 v) { *reinterpret_cast<V8u*>(p) = v; }
-inline V8 Splat(float v) { return V8{} + v; }
+// V8, Load, Store, Splat: util/vec8.h.
 
 // e^x for x <= 0 (Cephes' polynomial after round-to-nearest range reduction, as ExpV8 in
 // flash_attention.cc): relative error ~1e-7.

@@ -18,14 +18,14 @@
 namespace inferd::cpu {
 namespace {
 
+using image_testing::EncodeJpeg;
+using image_testing::EncodePng;
+using image_testing::TestPicture;
 using ::inferd::testing::AttrFloats;
 using ::inferd::testing::AttrInt;
 using ::inferd::testing::AttrInts;
 using ::inferd::testing::AttrString;
 using ::inferd::testing::RunNode;
-using testing::EncodeJpeg;
-using testing::EncodePng;
-using testing::TestPicture;
 
 int MaxDiff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
   EXPECT_EQ(a.size(), b.size());

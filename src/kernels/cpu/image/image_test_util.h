@@ -20,8 +20,7 @@
 #include <png.h>
 // clang-format on
 
-namespace inferd::cpu::testing {
-
+namespace inferd::cpu::image_testing {
 
 inline std::string EncodeJpeg(const std::vector<uint8_t>& pixels, int width, int height,
                               int components, int quality = 95) {
@@ -97,4 +96,4 @@ inline std::vector<uint8_t> TestPicture(int width, int height) {
   return p;
 }
 
-}  // namespace inferd::cpu::testing
+}  // namespace inferd::cpu::image_testing

@@ -11,17 +11,17 @@ constexpr int kPrecisionBits = 32 - 8 - 2;  // PIL's fixed point (Resample.c)
 // The taps of output pixels [first, first + count) along one axis: input start and count per
 // output pixel, and ksize fixed-point coefficients each (PIL's precompute_coeffs and
 // normalize_coeffs_8bpc).
-struct Taps {
+struct CropTaps {
   int ksize = 0;
   std::vector<int64_t> start, count;
   std::vector<int32_t> coeffs;
 };
 
-Taps BilinearTaps(int64_t in_size, int64_t out_size, int64_t first, int64_t n) {
+CropTaps BilinearTaps(int64_t in_size, int64_t out_size, int64_t first, int64_t n) {
   const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
   const double filterscale = std::max(scale, 1.0);
   const double support = 1.0 * filterscale;  // the triangle's support is 1
-  Taps t;
+  CropTaps t;
   t.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
   t.start.resize(n);
   t.count.resize(n);
@@ -57,7 +57,7 @@ uint8_t Clip8(int64_t acc) {
 
 // Rows [row0, row0 + rows) of `src` (width src_w) resampled horizontally at `taps` into `dst`
 // (rows × taps.start.size() × 3).
-void Horizontal(const uint8_t* src, int64_t src_w, int64_t row0, int64_t rows, const Taps& taps,
+void Horizontal(const uint8_t* src, int64_t src_w, int64_t row0, int64_t rows, const CropTaps& taps,
                 uint8_t* dst) {
   const int64_t out_w = static_cast<int64_t>(taps.start.size());
   for (int64_t y = 0; y < rows; ++y) {
@@ -80,7 +80,7 @@ void Horizontal(const uint8_t* src, int64_t src_w, int64_t row0, int64_t rows, c
 }
 
 // `src` (rows starting at input row `row0`, width w) resampled vertically at `taps` into `dst`.
-void Vertical(const uint8_t* src, int64_t w, int64_t row0, const Taps& taps, uint8_t* dst) {
+void Vertical(const uint8_t* src, int64_t w, int64_t row0, const CropTaps& taps, uint8_t* dst) {
   const int64_t out_h = static_cast<int64_t>(taps.start.size());
   const int64_t stride = w * 3;
   for (int64_t y = 0; y < out_h; ++y) {
@@ -138,7 +138,7 @@ std::vector<uint8_t> ResizeAndCrop(const RgbImage& image, const ResizeCropPlan& 
   const bool vertical = p.resized_height != image.height;
   // Input rows the vertical pass reads (all the window's rows when there is none).
   int64_t row0 = p.top, rows = p.crop_height;
-  Taps vtaps;
+  CropTaps vtaps;
   if (vertical) {
     vtaps = BilinearTaps(image.height, p.resized_height, p.top, p.crop_height);
     row0 = vtaps.start.front();

@@ -8,6 +8,7 @@
 #include "session/test_util.h"
 
 namespace inferd {
+namespace int8_test {
 namespace {
 
 using testing::AttrInt;
@@ -261,4 +262,5 @@ TEST(Int4KernelsTest, MatchDequantizedReference) {
 }
 
 }  // namespace
+}  // namespace int8_test
 }  // namespace inferd

@@ -247,7 +247,7 @@ void DecodeTiles(const NBitsDecodeWeights& w, int64_t t0, int64_t t1, const Quan
   }
 }
 
-bool HasAvx2Fma() {
+bool NbitsCpuHasAvx2Fma() {
   static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return yes;
 }
@@ -643,7 +643,7 @@ void NBitsMatMul(const float* a, int64_t m, const NBitsWeights& w,
   if (m <= 0 || w.n <= 0) return;
   if (m > kNBitsSmallM) return Panels(a, m, w, y);
 #if defined(INFERD_NBITS_AVX2)
-  if (HasAvx2Fma()) {
+  if (NbitsCpuHasAvx2Fma()) {
     if (decode != nullptr && decode->defined()) return SmallMAvx2(a, m, *decode, y);
     return SmallMAvx2(a, m, NBitsDecodeWeights(w), y);  // weights fed at run time
   }

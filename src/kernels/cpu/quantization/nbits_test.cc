@@ -12,6 +12,7 @@
 #include "session/test_util.h"
 
 namespace inferd {
+namespace nbits_test {
 namespace {
 
 using cpu::NBitsWeights;
@@ -423,4 +424,5 @@ TEST(NBitsOpsTest, BadAttributesAndCorruptWeightsFailWithTheReason) {
 }
 
 }  // namespace
+}  // namespace nbits_test
 }  // namespace inferd

@@ -261,7 +261,7 @@ class DynamicQuantizeLinearKernel final : public OpKernel {
 
 // Numpy matmul shape rules for A[..., M, K] x B[..., K, N] (1-D operands promoted and the
 // promoted dims dropped from the result).
-struct MatMulPlan {
+struct QMatMulPlan {
   int64_t m = 0, n = 0, k = 0;
   Shape batch;                     // broadcast batch shape
   std::vector<int64_t> a_offsets;  // per batch index: matrix index into A / B
@@ -269,12 +269,12 @@ struct MatMulPlan {
   Shape out_shape;
 };
 
-StatusOr<MatMulPlan> PlanMatMul(const Shape& a_in, const Shape& b_in, const char* op) {
+StatusOr<QMatMulPlan> PlanMatMul(const Shape& a_in, const Shape& b_in, const char* op) {
   if (a_in.empty() || b_in.empty()) return InvalidArgument("{}: inputs must have rank >= 1", op);
   Shape a = a_in, b = b_in;
   if (a.size() == 1) a.insert(a.begin(), 1);
   if (b.size() == 1) b.push_back(1);
-  MatMulPlan p;
+  QMatMulPlan p;
   p.m = a[a.size() - 2];
   p.k = a.back();
   p.n = b.back();
@@ -300,7 +300,7 @@ StatusOr<MatMulPlan> PlanMatMul(const Shape& a_in, const Shape& b_in, const char
 StatusOr<std::vector<int32_t>> IntegerMatMul(const Tensor& a, const Tensor& b,
                                              const std::vector<int32_t>& a_zp,
                                              const std::vector<int32_t>& b_zp,
-                                             const MatMulPlan& p) {
+                                             const QMatMulPlan& p) {
   std::vector<int32_t> aw = WidenToInt32(a), bw = WidenToInt32(b);
   int64_t a_mat = p.m * p.k, b_mat = p.k * p.n;
   for (size_t i = 0; i < aw.size(); ++i) aw[i] -= a_zp[(i / p.k) % p.m];
@@ -415,7 +415,7 @@ class MatMulIntegerKernel final : public OpKernel {
       }
       return Status::Ok();
     }
-    ASSIGN_OR_RETURN(MatMulPlan p, PlanMatMul(a->shape(), b->shape(), "MatMulInteger"));
+    ASSIGN_OR_RETURN(QMatMulPlan p, PlanMatMul(a->shape(), b->shape(), "MatMulInteger"));
     ASSIGN_OR_RETURN(auto azp, MatMulZeroPoints(ctx.Input(2), p.m, *a, "a_zero_point"));
     ASSIGN_OR_RETURN(auto bzp, MatMulZeroPoints(ctx.Input(3), p.n, *b, "b_zero_point"));
     ASSIGN_OR_RETURN(auto acc, IntegerMatMul(*a, *b, azp, bzp, p));
@@ -444,7 +444,7 @@ class QLinearMatMulKernel final : public OpKernel {
     DataType out_type = ctx.Input(7) ? ctx.Input(7)->dtype() : DataType::kUInt8;
     if (!IsQuantType(out_type))
       return InvalidArgument("QLinearMatMul y_zero_point must be uint8/int8");
-    ASSIGN_OR_RETURN(MatMulPlan p, PlanMatMul(a.shape(), b.shape(), "QLinearMatMul"));
+    ASSIGN_OR_RETURN(QMatMulPlan p, PlanMatMul(a.shape(), b.shape(), "QLinearMatMul"));
     ASSIGN_OR_RETURN(auto as, ReadScales(ctx.Input(1), p.m, "a_scale"));
     ASSIGN_OR_RETURN(auto azp, MatMulZeroPoints(ctx.Input(2), p.m, a, "a_zero_point"));
     ASSIGN_OR_RETURN(auto bs, ReadScales(ctx.Input(4), p.n, "b_scale"));

@@ -7,6 +7,7 @@
 #include "session/test_util.h"
 
 namespace inferd {
+namespace quantize_test {
 namespace {
 
 using testing::AttrInt;
@@ -258,4 +259,5 @@ TEST(QLinearConvTest, PerChannelMatchesReference) {
 }
 
 }  // namespace
+}  // namespace quantize_test
 }  // namespace inferd

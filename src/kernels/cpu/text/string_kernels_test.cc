@@ -7,6 +7,7 @@
 #include "session/test_util.h"
 
 namespace inferd {
+namespace string_kernels_test {
 namespace {
 
 using testing::AttrInt;
@@ -151,4 +152,5 @@ TEST(StringKernels, StringNormalizer) {
 }
 
 }  // namespace
+}  // namespace string_kernels_test
 }  // namespace inferd

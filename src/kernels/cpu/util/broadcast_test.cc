@@ -9,6 +9,7 @@
 #include <vector>
 
 namespace inferd::cpu {
+namespace broadcast_test {
 namespace {
 
 // offsets[i][k]: input k's element offset for output element i, by a plain odometer over `out`.
@@ -82,4 +83,5 @@ TEST(BroadcastTest, PlanCollapsesTheFastPathPatterns) {
 }
 
 }  // namespace
+}  // namespace broadcast_test
 }  // namespace inferd::cpu

@@ -6,18 +6,12 @@
 #include <cstring>
 
 #include "kernels/cpu/util/kernel_util.h"
+#include "kernels/cpu/util/vec8.h"
 
 namespace inferd::cpu {
 namespace {
 
-// GCC/clang vector extensions (as flash_attention.cc): AVX2 + FMA code under -march=native on the
-// hosts this runs on, still correct (two SSE halves) on any x86-64.
-typedef float V8 __attribute__((vector_size(32)));
-typedef float V8u __attribute__((vector_size(32), aligned(4), may_alias));
-
-inline V8 Load(const float* p) { return *reinterpret_cast<const V8u*>(p); }
-inline void Store(float* p, V8 v) { *reinterpret_cast<V8u*>(p) = v; }
-
+// V8, Load, Store: util/vec8.h (GCC/clang vector extensions).
 constexpr int64_t kPanel = PanelWeights::kPanel;
 constexpr int64_t kKBlock = 256;  // 256 x 16 floats = 16 KB of a panel, kept in L1 per K block
 constexpr int kMaxRows = 6;       // 6 rows x 2 vectors = 12 accumulators of the 16 ymm registers

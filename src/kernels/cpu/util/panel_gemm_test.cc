@@ -14,6 +14,7 @@
 #include <vector>
 
 namespace inferd::cpu {
+namespace panel_gemm_test {
 namespace {
 
 std::vector<float> Random(int64_t n, uint32_t seed) {
@@ -31,8 +32,8 @@ struct Case {
 // Runs PanelGemm and checks every element against the double sum (relative to the sum of
 // |terms|, the scale of float32 rounding error).
 void CheckCase(const Case& c, bool bias, bool residual) {
-  SCOPED_TRACE(testing::Message() << "m=" << c.m << " k=" << c.k << " n=" << c.n
-                                  << " bias=" << bias << " residual=" << residual);
+  SCOPED_TRACE(::testing::Message() << "m=" << c.m << " k=" << c.k << " n=" << c.n
+                                    << " bias=" << bias << " residual=" << residual);
   const std::vector<float> a = Random(c.m * c.k, 1), b = Random(c.k * c.n, 2);
   const std::vector<float> bv = Random(c.n, 3), rv = Random(c.m * c.n, 4);
   PanelWeights w;
@@ -123,4 +124,5 @@ TEST(PanelGemm, RowSplitMatchesOneThread) {
 }
 
 }  // namespace
+}  // namespace panel_gemm_test
 }  // namespace inferd::cpu
