@@ -517,7 +517,7 @@ void NBitsActivations::Quantize(const float* a, int64_t m, int64_t k, int64_t ld
       int8_t* q = q_.data() + i * subs_ * kSub;
       float* d = d_.data() + i * (subs_ + groups_);
 #if defined(INFERD_NBITS_AVX2)
-      if (HasAvx2Fma()) {
+      if (NbitsCpuHasAvx2Fma()) {
         QuantizeActivationsAvx2(a + i * lda, k, group, ActivationLevels(bits), q, d, d + subs_);
         continue;
       }
@@ -549,7 +549,7 @@ void NBitsDecodeTiles(const NBitsDecodeWeights& w, int64_t t0, int64_t t1,
                       const NBitsQuantizedRow* a, int64_t m, float* y, int64_t ldy) {
   if (m <= 0 || t1 <= t0) return;
 #if defined(INFERD_NBITS_AVX2)
-  if (HasAvx2Fma()) return DecodeTilesAvx2(w, t0, t1, a, m, y, ldy);
+  if (NbitsCpuHasAvx2Fma()) return DecodeTilesAvx2(w, t0, t1, a, m, y, ldy);
 #endif
   NBitsDecodeTilesScalar(w, t0, t1, a, m, y, ldy);
 }
