@@ -451,6 +451,10 @@ class Session : public std::enable_shared_from_this<Session> {
                      [self = shared_from_this()](beast::error_code ec, size_t) {
                        self->stream_writing_ = false;
                        if (ec) return self->Close(ec);
+                       // idle_timeout bounds a write the client does not read; between writes
+                       // the stream waits on the producer (a queued or preempted sequence may
+                       // send nothing for minutes), which must not time out the connection.
+                       self->stream_.expires_never();
                        std::weak_ptr<Session> weak = self;
                        self->streaming_->Attach([weak] {
                          if (auto s = weak.lock()) {
@@ -482,6 +486,8 @@ class Session : public std::enable_shared_from_this<Session> {
                        self->stream_writing_ = false;
                        if (ec) return self->Close(ec);
                        if (self->stream_done_) return self->Close({});
+                       self->stream_.expires_never();  // as after the head: the next chunk
+                                                       // may be minutes away
                        self->Flush();
                      });
   }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio.hpp>
+#include <chrono>
+#include <thread>
 
 #include "server/fake_text_generator.h"
 #include "server/http_server.h"
@@ -103,6 +105,39 @@ TEST_F(HttpStreamTest, DisconnectMidStreamCancelsTheSequence) {
   fake_->Emit(id, TextEvent(" upon"));
   fake_->Emit(id, TextEvent("", "cancelled"));
   EXPECT_EQ(fake_->cancelled(), std::vector<std::string>{id});
+}
+
+// A stream whose next event is further away than the idle timeout (a sequence queued behind a KV
+// budget, or preempted, sends nothing for minutes) keeps its connection: idle_timeout bounds
+// writes the client does not read, not the wait for the producer. Before the fix the watch read
+// timed out with the head write's deadline, the stream was cancelled and the client saw EOF.
+TEST_F(HttpStreamTest, AGapLongerThanTheIdleTimeoutKeepsTheStream) {
+  HttpServerOptions o;
+  o.port = 0;
+  o.idle_timeout = std::chrono::milliseconds(300);
+  auto models = std::make_shared<GenerativeModels>();
+  models->ready.push_back({"tiny", fake_, ChatTemplate::Default()});
+  auto server = HttpServer::Start(o, MakeGenerationHttpHandler(models, nullptr, nullptr));
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  server_ = std::move(*server);
+  auto submitted = fake_->NextSubmit();
+  tcp::socket socket(io_);
+  Send(socket, "/v1/completions", R"({"model": "tiny", "prompt": "a", "stream": true})");
+  ASSERT_EQ(submitted.wait_for(kWait), std::future_status::ready);
+  const std::string id = submitted.get();
+  std::string response;
+  net::read_until(socket, net::dynamic_buffer(response), "\r\n\r\n");  // the head
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // 4 idle timeouts, nothing sent
+  fake_->Emit(id, TextEvent("Late"));
+  net::read_until(socket, net::dynamic_buffer(response), "Late");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // and again after a chunk
+  fake_->Emit(id, TextEvent("!", "length"));
+  boost::system::error_code ec;
+  net::read(socket, net::dynamic_buffer(response), ec);
+  EXPECT_EQ(ec, net::error::eof);
+  EXPECT_NE(response.find("\"finish_reason\":\"length\""), std::string::npos) << response;
+  EXPECT_NE(response.find("data: [DONE]"), std::string::npos) << response;
+  EXPECT_TRUE(fake_->cancelled().empty());
 }
 
 TEST_F(HttpStreamTest, ValidationErrorsAreNotStreamed) {
