@@ -33,7 +33,7 @@
 namespace inferd::cpu {
 
 constexpr int64_t kNBitsSubBlock = 32;
-constexpr int64_t kNBitsSmallM = 8;  // rows of A up to which the integer path runs
+constexpr int64_t kNBitsSmallM = 16;  // rows of A up to which the integer path runs
 
 // Bytes of one packed row of K values.
 inline int64_t NBitsRowBytes(int bits, int64_t k) {

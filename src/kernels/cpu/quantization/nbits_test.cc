@@ -157,7 +157,7 @@ TEST(NBitsTest, SmallMMatchesDequantizedReferenceWithinActivationRounding) {
 TEST(NBitsTest, BatchedPathIsFloatExact) {
   for (const Case& c : AllCases()) {
     for (auto [n, k, m] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-             {16, 64, 9}, {37, 300, 33}, {5, 40, 13}}) {
+             {16, 64, cpu::kNBitsSmallM + 1}, {37, 300, 33}, {5, 40, cpu::kNBitsSmallM + 5}}) {
       const std::vector<float> w = Random(n * k, 4, -1.f, 1.f);
       const std::vector<float> a = Random(m * k, 5, -1.f, 1.f);
       Packed p = Pack(w, n, k, c.bits, c.group, c.asym);
