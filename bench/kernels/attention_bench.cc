@@ -153,7 +153,8 @@ void RunFlops(benchmark::State& state, double flops, Body body) {
   state.counters["GFLOPS_cpu"] = flops * state.iterations() / 1e9 / cpu;
 }
 
-void EncoderDense(benchmark::State& state) {
+// What ai.inferd.Attention runs (MultiHeadAttention) on the given register tiles.
+void RunEncoderDense(benchmark::State& state, DenseAttentionTiles tiles) {
   Encoder e(state.range(0), state.range(1));
   omp_set_num_threads(static_cast<int>(state.range(2)));
   MultiHeadAttentionArgs a;
@@ -169,35 +170,19 @@ void EncoderDense(benchmark::State& state) {
   a.mask = e.mask.data();
   a.mask_strides[0] = e.seq;
   a.mask_strides[3] = 1;
+  a.tiles = tiles;
   RunFlops(state, e.Flops(), [&] {
     MultiHeadAttention(a);
     benchmark::DoNotOptimize(e.y.data());
   });
 }
 
+void EncoderDense(benchmark::State& state) { RunEncoderDense(state, DenseAttentionTiles::kBest); }
+
 // EncoderDense on the AVX2 tiles (6 x 16) even where the CPU has AVX-512: the narrower path as a
 // peer in the same run (on an AVX2-only CPU the same as EncoderDense).
 void EncoderDenseAvx2(benchmark::State& state) {
-  Encoder e(state.range(0), state.range(1));
-  omp_set_num_threads(static_cast<int>(state.range(2)));
-  MultiHeadAttentionArgs a;
-  a.q = e.q.data();
-  a.k = e.k.data();
-  a.v = e.v.data();
-  a.y = e.y.data();
-  a.batch = e.batch;
-  a.q_seq = a.kv_seq = e.seq;
-  a.heads = Encoder::kHeads;
-  a.head_dim = a.value_dim = Encoder::kDim;
-  a.scale = 0.125f;
-  a.mask = e.mask.data();
-  a.mask_strides[0] = e.seq;
-  a.mask_strides[3] = 1;
-  a.tiles = DenseAttentionTiles::kAvx2;
-  RunFlops(state, e.Flops(), [&] {
-    MultiHeadAttention(a);
-    benchmark::DoNotOptimize(e.y.data());
-  });
+  RunEncoderDense(state, DenseAttentionTiles::kAvx2);
 }
 
 // EncoderDense without the next-head prefetch hint (DenseAttention per head, heads split over the

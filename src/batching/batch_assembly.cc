@@ -149,12 +149,9 @@ StatusOr<Tensor> ConcatBatch(std::span<const Tensor* const> parts, const ConcatO
   return out;
 }
 
-StatusOr<std::vector<Tensor>> SplitBatch(const Tensor& batched, std::span<const int64_t> rows,
-                                         std::span<const Shape> shapes) {
-  if (batched.rank() < 1) return InvalidArgument("SplitBatch: tensor has no batch dimension");
-  if (!shapes.empty() && shapes.size() != rows.size()) {
-    return InvalidArgument("SplitBatch: {} shapes for {} pieces", shapes.size(), rows.size());
-  }
+namespace {
+// The piece row counts of a split: none negative, summing to the batch's rows.
+Status CheckSplitRows(const Tensor& batched, std::span<const int64_t> rows) {
   int64_t total = 0;
   for (int64_t r : rows) {
     if (r < 0) return InvalidArgument("SplitBatch: negative row count");
@@ -164,6 +161,17 @@ StatusOr<std::vector<Tensor>> SplitBatch(const Tensor& batched, std::span<const 
     return InvalidArgument("SplitBatch: rows sum to {} but the batch has {} (shape {})", total,
                            batched.dim(0), ShapeToString(batched.shape()));
   }
+  return Status::Ok();
+}
+}  // namespace
+
+StatusOr<std::vector<Tensor>> SplitBatch(const Tensor& batched, std::span<const int64_t> rows,
+                                         std::span<const Shape> shapes) {
+  if (batched.rank() < 1) return InvalidArgument("SplitBatch: tensor has no batch dimension");
+  if (!shapes.empty() && shapes.size() != rows.size()) {
+    return InvalidArgument("SplitBatch: {} shapes for {} pieces", shapes.size(), rows.size());
+  }
+  RETURN_IF_ERROR(CheckSplitRows(batched, rows));
   std::vector<Shape> targets;
   for (size_t i = 0; i < rows.size(); ++i) {
     Shape s = batched.shape();
@@ -228,15 +236,7 @@ StatusOr<std::vector<Tensor>> SplitBatchShared(const Tensor& batched,
   if (!batched.owns_data()) {
     return InvalidArgument("SplitBatchShared: the batch does not own its buffer");
   }
-  int64_t total = 0;
-  for (int64_t r : rows) {
-    if (r < 0) return InvalidArgument("SplitBatch: negative row count");
-    total += r;
-  }
-  if (total != batched.dim(0)) {
-    return InvalidArgument("SplitBatch: rows sum to {} but the batch has {} (shape {})", total,
-                           batched.dim(0), ShapeToString(batched.shape()));
-  }
+  RETURN_IF_ERROR(CheckSplitRows(batched, rows));
   std::vector<Tensor> pieces;
   pieces.reserve(rows.size());
   if (rows.size() == 1) {
