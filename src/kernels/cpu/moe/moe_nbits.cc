@@ -222,20 +222,10 @@ class MoeNBitsKernel final : public OpKernel {
   }
 
   Status Compute(KernelContext& ctx) const override {
-    const Node& node = ctx.node();
-    const Tensor* x = ctx.Input(0);
-    if (!x || x->dtype() != DataType::kFloat32 || x->rank() < 1 || x->shape().back() != w_.hidden) {
-      return InvalidArgument("{}: X must be float32 [..., {}], got {}", node.Describe(), w_.hidden,
-                             x ? x->DebugString() : "nothing");
-    }
-    Tensor* y = ctx.AllocateOutputUninitialized(0, DataType::kFloat32, x->shape());
-    int64_t* counts = nullptr;
-    if (ctx.OutputRequested(1)) {
-      counts = ctx.AllocateOutput(1, DataType::kInt64, {w_.experts})->data<int64_t>();
-    }
-    MoeNBitsForward(x->data<float>(), x->NumElements() / w_.hidden, w_, top_k_, normalize_,
-                    y->data<float>(), counts);
-    return Status::Ok();
+    return ComputeMoe(ctx, w_.hidden, w_.experts,
+                      [&](const float* x, int64_t tokens, float* y, int64_t* counts) {
+                        MoeNBitsForward(x, tokens, w_, top_k_, normalize_, y, counts);
+                      });
   }
 
  private:

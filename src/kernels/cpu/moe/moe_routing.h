@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "graph/graph.h"
 #include "kernels/cpu/util/panel_gemm.h"
+#include "runtime/op_kernel.h"
 
 namespace inferd::cpu {
 
@@ -51,5 +52,24 @@ inline float SiLU(float x) {  // x * sigmoid(x), sigmoid from e^-|x| (never over
 
 // The node's top_k (1..experts) and normalize (0 | 1) attributes, or the reason they are bad.
 Status ParseMoeAttributes(const Node& node, int64_t experts, int* top_k, bool* normalize);
+
+// The Compute of both MoE kernels: X float32 [..., hidden] checked, Y (X's shape) and the optional
+// expert_counts [experts] allocated, then forward(x, tokens, y, counts) with counts null when not
+// requested.
+template <typename Forward>
+Status ComputeMoe(KernelContext& ctx, int64_t hidden, int64_t experts, const Forward& forward) {
+  const Tensor* x = ctx.Input(0);
+  if (!x || x->dtype() != DataType::kFloat32 || x->rank() < 1 || x->shape().back() != hidden) {
+    return InvalidArgument("{}: X must be float32 [..., {}], got {}", ctx.node().Describe(),
+                           hidden, x ? x->DebugString() : "nothing");
+  }
+  Tensor* y = ctx.AllocateOutputUninitialized(0, DataType::kFloat32, x->shape());
+  int64_t* counts = nullptr;
+  if (ctx.OutputRequested(1)) {
+    counts = ctx.AllocateOutput(1, DataType::kInt64, {experts})->data<int64_t>();
+  }
+  forward(x->data<float>(), x->NumElements() / hidden, y->data<float>(), counts);
+  return Status::Ok();
+}
 
 }  // namespace inferd::cpu
