@@ -31,6 +31,8 @@ import time
 
 import numpy as np
 
+import peers  # bench/peers.py: the peers install themselves
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNTIMES = ["inferd", "onnxruntime", "pytorch"]
 
@@ -156,11 +158,8 @@ def main():
     runtimes = [r for r in RUNTIMES if r in requested]  # table columns in a fixed order
     if "inferd" in runtimes and not os.access(args.inferd, os.X_OK):
         raise SystemExit(f"no {args.inferd}: build the inferd target first")
-    if "onnxruntime" in runtimes and not os.path.isdir(
-            os.path.join(ROOT, "bench", "node_modules", "onnxruntime-node")):
-        # The peer installs itself (npm registry; prebuilt CPU binaries inside the package).
-        subprocess.run(["npm", "install", "--ignore-scripts", "onnxruntime-node@1.30.0"],
-                       cwd=os.path.join(ROOT, "bench"), check=True)
+    if "onnxruntime" in runtimes:
+        peers.ensure_onnxruntime()
 
     configs = []
     for c in args.configs.split(","):

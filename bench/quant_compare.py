@@ -33,6 +33,8 @@ import sys
 
 import numpy as np
 
+import peers  # bench/peers.py: the peers install themselves
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # name -> (runner, quantize flags or None for the FP32 model). Runner "ort" or "inferd".
@@ -48,6 +50,12 @@ BASELINE = "ort_fp32"
 def prepare(args):
     """Writes calibration data, per-batch inputs and the quantized files (all cached)."""
     os.makedirs(args.work_dir, exist_ok=True)
+    if not os.path.exists(args.model):  # the default model is exported once (cached)
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "export_models.py"),
+                        "--out", os.path.dirname(os.path.dirname(args.model)), "--only",
+                        "resnet50"], check=True)
+    if any(VARIANTS[v][0] == "ort" for v in args.variants.split(",") if v):
+        peers.ensure_onnxruntime()
     cal = os.path.join(args.work_dir, "r50cal")
     if not os.path.exists(os.path.join(cal, "cal.npy")):
         os.makedirs(cal, exist_ok=True)
