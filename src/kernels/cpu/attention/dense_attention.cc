@@ -13,6 +13,7 @@
 #endif
 
 #include "kernels/cpu/attention/flash_attention.h"
+#include "kernels/cpu/util/denormals.h"
 #include "kernels/cpu/util/kernel_util.h"
 
 namespace inferd::cpu {
@@ -483,6 +484,7 @@ bool DenseAttentionVectorized() { return BestTiles() != DenseAttentionTiles::kPo
 void DenseAttention(const DenseAttentionHead& head, const DenseAttentionHead* prefetch,
                     DenseAttentionTiles tiles) {
   if (head.num_rows <= 0) return;
+  const FlushDenormalsScope no_denormals;  // util/denormals.h: 1.9x on Intel cores
   // A request above what this CPU has (or kBest) runs the best it has.
   const DenseAttentionTiles best = BestTiles();
   if (tiles == DenseAttentionTiles::kBest || static_cast<int>(tiles) > static_cast<int>(best)) {

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "kernels/cpu/attention/flash_attention.h"
+#include "kernels/cpu/util/denormals.h"
 #include "session/test_util.h"
 
 namespace inferd::cpu {
@@ -189,6 +190,36 @@ TEST(DenseAttention, RunningMaxGrowsAcrossKeyBlocks) {
   for (int64_t k = 0; k < p.keys; ++k)
     p.mask.data<float>()[k] = k < 512 ? 0.f : k < 1024 ? 8.f : 40.f;
   ExpectMatches(p, 0, 1);
+}
+
+TEST(DenseAttention, DenormalWeightsAreFlushedAndTheCallersModeKept) {
+  // BERT's padding: keys masked with -1e4 get softmax weights of e^-87 (the kernel's exp floor,
+  // ~1e-38) whose products with the values are denormal; the kernel flushes them
+  // (util/denormals.h) and must still match the double-precision reference, and leave the
+  // calling thread's floating-point mode (MXCSR) as it found it.
+  Problem p(40, 200, 64, 64, 41);
+  p.mask = Tensor::Allocate(DataType::kFloat32, {1, p.keys});
+  for (int64_t k = 0; k < p.keys; ++k) p.mask.data<float>()[k] = k % 8 == 7 ? -10000.f : 0.f;
+  float* v = p.v.data<float>();
+  for (int64_t i = 0; i < p.keys * p.dv; ++i) v[i] *= 1e-3f;  // products below FLT_MIN
+#if defined(__x86_64__)
+  // The control bits only: bits 0-5 are sticky exception flags any float operation may set.
+  const auto mode = [] { return _mm_getcsr() & ~0x3Fu; };
+  const unsigned before = mode();
+  ExpectMatches(p, 0, 1);
+  EXPECT_EQ(mode(), before);
+  {
+    FlushDenormalsScope scope;
+    EXPECT_EQ(_mm_getcsr() & FlushDenormalsScope::kFtzDaz, FlushDenormalsScope::kFtzDaz);
+    volatile float tiny = 1e-30f;
+    EXPECT_EQ(tiny * 1e-10f, 0.f);  // 1e-40 is denormal: flushed
+  }
+  EXPECT_EQ(mode(), before);
+  volatile float tiny = 1e-30f;
+  EXPECT_GT(tiny * 1e-10f, 0.f);  // denormal again outside the scope
+#else
+  ExpectMatches(p, 0, 1);
+#endif
 }
 
 TEST(MultiHeadAttention, MatchesPerHeadReferenceWithBatchesAndSplitRows) {

@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/util/denormals.h"
 #include "kernels/cpu/util/vec8.h"
 
 // Without AVX (a build for baseline x86-64), GCC warns that 32-byte vector arguments change the
@@ -378,6 +379,7 @@ void SubTile(const AttentionTile& t, int64_t j0, int64_t j1, FlashScratch& w) {
 
 void FlashAttention(const AttentionTile& tile) {
   if (tile.num_rows <= 0 || tile.num_heads <= 0) return;
+  const FlushDenormalsScope no_denormals;  // util/denormals.h: Intel's denormal assists
   thread_local FlashScratch scratch;
   const int64_t step = std::max<int64_t>(1, kFlashTileRows / tile.num_heads);
   for (int64_t j0 = 0; j0 < tile.num_rows; j0 += step) {
