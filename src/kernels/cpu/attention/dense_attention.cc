@@ -118,19 +118,62 @@ INFERD_AVX512 void Tile512(const float* a, int64_t lda, int64_t depth, const flo
   }
 }
 
+// Tile512 over two panels at once: b and b + b_next (the next panel), written to c and c + 16.
+// Two vector loads feed 2·MR FMAs where Tile512's one fed MR, so the broadcasts and panel loads no
+// longer bound the FMA ports (with one panel, 13 loads per 12 FMAs). Each element still sums its
+// products in k order with one FMA each: the results are Tile512's (and Tile's) to the last bit.
+template <int MR>
+INFERD_AVX512 void Tile512x2(const float* a, int64_t lda, int64_t depth, const float* b,
+                             int64_t b_next, float* c, int64_t ldc, bool accumulate) {
+  __m512 lo[MR], hi[MR];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) lo[r] = hi[r] = _mm512_setzero_ps();
+  const float* b1 = b + b_next;
+  for (int64_t k = 0; k < depth; ++k) {
+    const __m512 v0 = _mm512_loadu_ps(b + k * kDensePanel);
+    const __m512 v1 = _mm512_loadu_ps(b1 + k * kDensePanel);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r * lda + k]);
+      lo[r] = _mm512_fmadd_ps(av, v0, lo[r]);
+      hi[r] = _mm512_fmadd_ps(av, v1, hi[r]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    float* cr = c + r * ldc;
+    if (accumulate) {
+      lo[r] = _mm512_add_ps(lo[r], _mm512_loadu_ps(cr));
+      hi[r] = _mm512_add_ps(hi[r], _mm512_loadu_ps(cr + kDensePanel));
+    }
+    _mm512_storeu_ps(cr, lo[r]);
+    _mm512_storeu_ps(cr + kDensePanel, hi[r]);
+  }
+}
+
 using TileFn = void (*)(const float*, int64_t, int64_t, const float*, float*, int64_t, bool);
+using PairFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t,
+                        bool);
 
 // The register tiles of one instruction set: tile[mr] computes mr rows (1 <= mr <= max_rows).
 struct Tiles {
   int max_rows;
   TileFn tile[kMaxRows512 + 1];
+  bool avx512;  // the softmax's passes run 16 lanes at a time (SoftmaxRow)
+  PairFn pair[kMaxRows512 + 1];  // two panels at once (null: one panel at a time)
 };
 constexpr Tiles kAvx2Tiles = {kDenseMaxRows,
-                              {nullptr, Tile<1>, Tile<2>, Tile<3>, Tile<4>, Tile<5>, Tile<6>}};
+                              {nullptr, Tile<1>, Tile<2>, Tile<3>, Tile<4>, Tile<5>, Tile<6>},
+                              false,
+                              {}};
 constexpr Tiles kAvx512Tiles = {kMaxRows512,
                                 {nullptr, Tile512<1>, Tile512<2>, Tile512<3>, Tile512<4>,
                                  Tile512<5>, Tile512<6>, Tile512<7>, Tile512<8>, Tile512<9>,
-                                 Tile512<10>, Tile512<11>, Tile512<12>}};
+                                 Tile512<10>, Tile512<11>, Tile512<12>},
+                                true,
+                                {nullptr, Tile512x2<1>, Tile512x2<2>, Tile512x2<3>, Tile512x2<4>,
+                                 Tile512x2<5>, Tile512x2<6>, Tile512x2<7>, Tile512x2<8>,
+                                 Tile512x2<9>, Tile512x2<10>, Tile512x2<11>, Tile512x2<12>}};
 
 // Brings the rows of the head a thread computes next (its Q, K, V and output rows) into L2 a few
 // cache lines at a time while the current head computes, so that head's packing, query copies and
@@ -190,6 +233,31 @@ INFERD_AVX2 void TileRows(const Tiles& t, const float* a, int64_t lda, int64_t m
     if (next != nullptr) next->Step();
     const int64_t r0 = m * i / count, mr = m * (i + 1) / count - r0;
     t.tile[mr](a + r0 * lda, lda, depth, b, c + r0 * ldc, ldc, accumulate);
+  }
+}
+
+// Rows [0, m) of a times `panels` panels (panel p at b + p·b_next, written to c + p·16): with
+// AVX-512, two panels per register tile (Tile512x2), an odd last one by TileRows.
+INFERD_AVX2 void PanelRows(const Tiles& t, const float* a, int64_t lda, int64_t m, int64_t depth,
+                           const float* b, int64_t b_next, int64_t panels, float* c, int64_t ldc,
+                           bool accumulate, Prefetcher* next = nullptr) {
+  int64_t p = 0;
+  if (t.pair[1] != nullptr) {
+    const int64_t count = (m + t.max_rows - 1) / t.max_rows;
+    for (; p + 2 <= panels; p += 2) {
+      for (int64_t i = 0; i < count; ++i) {
+        if (next != nullptr) {  // the pace counts one step per panel
+          next->Step();
+          next->Step();
+        }
+        const int64_t r0 = m * i / count, mr = m * (i + 1) / count - r0;
+        t.pair[mr](a + r0 * lda, lda, depth, b + p * b_next, b_next, c + p * kDensePanel + r0 * ldc,
+                   ldc, accumulate);
+      }
+    }
+  }
+  for (; p < panels; ++p) {
+    TileRows(t, a, lda, m, depth, b + p * b_next, c + p * kDensePanel, ldc, accumulate, next);
   }
 }
 
@@ -278,6 +346,61 @@ INFERD_AVX2 inline __m256 Exp8(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
 }
 
+// GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsics (their unmasked forms
+// pass _mm512_undefined_ps() as the merge source, which is never read): a false positive, silenced
+// for these three functions only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Exp8 on 16 lanes: the same operations per lane, so the same results to the last bit.
+INFERD_AVX512 inline __m512 Exp16(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
+  const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fmadd_ps(fx, _mm512_set1_ps(2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.f)));
+  const __m512i bits =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(fx), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+}
+
+// SoftmaxRow's first pass over s[0, n16) (n16 a multiple of 16) on 16 lanes: adds the mask row
+// (if any) and returns the lanes' max folded to 8 lanes (a max is exact in any order).
+INFERD_AVX512 __m256 MaxPass16(float* s, int64_t n16, const float* mask) {
+  __m512 vmax = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t k = 0; k < n16; k += 16) {
+    __m512 x = _mm512_loadu_ps(s + k);
+    if (mask != nullptr) {
+      x = _mm512_add_ps(x, _mm512_loadu_ps(mask + k));
+      _mm512_storeu_ps(s + k, x);
+    }
+    vmax = _mm512_max_ps(vmax, x);
+  }
+  return _mm256_max_ps(_mm512_castps512_ps256(vmax),
+                       _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(vmax), 1)));
+}
+
+// SoftmaxRow's second pass over s[0, n16) on 16 lanes: s = e^(s - mx), summed into the 8-lane
+// `sum` low half first, then high half — the order of the 8-lane loop, so the row's sum (and
+// output) is the AVX2 path's to the last bit.
+INFERD_AVX512 __m256 ExpPass16(float* s, int64_t n16, float mx, __m256 sum) {
+  const __m512 m = _mm512_set1_ps(mx);
+  for (int64_t k = 0; k < n16; k += 16) {
+    const __m512 e = Exp16(_mm512_sub_ps(_mm512_loadu_ps(s + k), m));
+    _mm512_storeu_ps(s + k, e);
+    sum = _mm256_add_ps(sum, _mm512_castps512_ps256(e));
+    sum = _mm256_add_ps(sum, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1)));
+  }
+  return sum;
+}
+#pragma GCC diagnostic pop
+
 INFERD_AVX2 inline float HorizontalMax(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
@@ -310,19 +433,23 @@ struct Scratch {
 // e^(s - m') with m' the new running max; the running sum l and the row's accumulator o
 // (dvp floats) are rescaled by e^(m - m'). A row that has seen only -inf keeps m = -inf, l = 0.
 // Full vectors first, then one masked tail, so the loops carry no lane bookkeeping.
+// With `wide` (a CPU with AVX-512) the full 16-lane stretch of both passes runs MaxPass16 /
+// ExpPass16, with the same results.
 INFERD_AVX2 void SoftmaxRow(float* s, int64_t n, const float* mask, float* m, float* l, float* o,
-                            int64_t dvp) {
+                            int64_t dvp, bool wide) {
   const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-  const int64_t full = n / 8 * 8;
-  __m256 vmax = neg_inf;
+  const int64_t full = n / 8 * 8, wide_end = wide ? n / 16 * 16 : 0;
+  __m256 vmax = wide_end > 0 ? MaxPass16(s, wide_end, mask) : neg_inf;
   if (mask != nullptr) {
-    for (int64_t k = 0; k < full; k += 8) {
+    for (int64_t k = wide_end; k < full; k += 8) {
       const __m256 x = _mm256_add_ps(_mm256_loadu_ps(s + k), _mm256_loadu_ps(mask + k));
       _mm256_storeu_ps(s + k, x);
       vmax = _mm256_max_ps(vmax, x);
     }
   } else {
-    for (int64_t k = 0; k < full; k += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(s + k));
+    for (int64_t k = wide_end; k < full; k += 8) {
+      vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(s + k));
+    }
   }
   const __m256 tail = ValidLanes(full, n);
   if (full < n) {
@@ -341,7 +468,8 @@ INFERD_AVX2 void SoftmaxRow(float* s, int64_t n, const float* mask, float* m, fl
   }
   const __m256 mx = _mm256_set1_ps(new_max);
   __m256 sum = _mm256_setzero_ps();
-  for (int64_t k = 0; k < full; k += 8) {
+  if (wide_end > 0) sum = ExpPass16(s, wide_end, new_max, sum);
+  for (int64_t k = wide_end; k < full; k += 8) {
     const __m256 e = Exp8(_mm256_sub_ps(_mm256_loadu_ps(s + k), mx));
     _mm256_storeu_ps(s + k, e);
     sum = _mm256_add_ps(sum, e);
@@ -371,10 +499,8 @@ INFERD_AVX2 void KeyBlock(const Tiles& t, const DenseAttentionHead& h, int64_t r
                 dvp = RoundUp(h.value_dim, kDensePanel);
   const int64_t lds = ScoreStride(nk);
   float* s = w.s.data();
-  for (int64_t p = 0; p < nkp / kDensePanel; ++p) {
-    TileRows(t, w.q.data(), d, rows, d, w.kt.data() + (c0 / kDensePanel + p) * d * kDensePanel,
-             s + p * kDensePanel, lds, false, &next);
-  }
+  PanelRows(t, w.q.data(), d, rows, d, w.kt.data() + c0 / kDensePanel * d * kDensePanel,
+            d * kDensePanel, nkp / kDensePanel, s, lds, false, &next);
   for (int64_t i = 0; i < rows; ++i) {
     float* si = s + i * lds;
     const float* mask = nullptr;
@@ -385,14 +511,12 @@ INFERD_AVX2 void KeyBlock(const Tiles& t, const DenseAttentionHead& h, int64_t r
         mask = nullptr;
       }
     }
-    SoftmaxRow(si, nk, mask, &w.m[i], &w.l[i], w.o.data() + i * dvp, dvp);
+    SoftmaxRow(si, nk, mask, &w.m[i], &w.l[i], w.o.data() + i * dvp, dvp, t.avx512);
   }
-  for (int64_t c = 0; c < dvp / kDensePanel; ++c) {
-    for (int64_t k0 = 0; k0 < nk; k0 += kDepthBlock) {
-      const float* panel = w.vp.data() + (c * h.num_keys + c0 + k0) * kDensePanel;
-      TileRows(t, s + k0, lds, rows, std::min(kDepthBlock, nk - k0), panel,
-               w.o.data() + c * kDensePanel, dvp, c0 > 0 || k0 > 0);
-    }
+  for (int64_t k0 = 0; k0 < nk; k0 += kDepthBlock) {
+    PanelRows(t, s + k0, lds, rows, std::min(kDepthBlock, nk - k0),
+              w.vp.data() + (c0 + k0) * kDensePanel, h.num_keys * kDensePanel,
+              dvp / kDensePanel, w.o.data(), dvp, c0 > 0 || k0 > 0);
   }
 }
 

@@ -13,8 +13,9 @@
 // rows lie H·D floats apart, a stride that maps them onto a few L1 sets.
 //
 // The register tiles are chosen at run time by cpuid, whatever the build's -march: on AVX-512 a
-// 12 x 16 tile (one zmm accumulator per row), on AVX2 + FMA the 6 x 16 one (two ymm per row); the
-// two sum in the same order and give identical results. Without AVX2 and FMA the call runs
+// 12 x 32 tile over two panels at once (two zmm accumulators per row; 12 x 16 for an odd last
+// panel) and 16-lane softmax passes, on AVX2 + FMA the 6 x 16 one (two ymm per row); the two sum
+// in the same order and give identical results. Without AVX2 and FMA the call runs
 // flash_attention.h's portable FlashAttention on the same problem.
 // Measured: bench/kernels/attention_bench.cc, docs/performance.md ("Attention").
 #pragma once

@@ -105,8 +105,10 @@ TEST(DenseAttention, ReportsItsPath) {
             __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
 }
 
-// The AVX-512 tiles (12 rows) and the AVX2 ones (6 rows) sum each output in the same order, so on
-// a CPU with both they must agree bit for bit, at every tile edge of either.
+// The AVX-512 tiles (12 rows, two panels at once or one for an odd last panel, 16-lane softmax)
+// and the AVX2 ones (6 rows, one panel) sum each output in the same order, so on a CPU with both
+// they must agree bit for bit, at every tile edge of either (odd and even panel counts of keys
+// and of value columns among the shapes).
 TEST(DenseAttention, WideAndNarrowTilesAgreeExactly) {
   if (DenseAttentionBestTiles() != DenseAttentionTiles::kAvx512) {
     GTEST_SKIP() << "this CPU has no AVX-512: only the AVX2 tiles run here";
