@@ -101,6 +101,11 @@ TEST(NnConv, MatchesReference) {
       {{1, 2, 5, 6, 4}, {3, 2, 2, 3, 2}, 1, {1, 2, 1}, {1, 0, 1, 0, 1, 1}, {1, 1, 2}},  // 3-D
       {{1, 32, 7, 7}, {64, 32, 1, 1}},  // pointwise, blocked layouts
       {{3, 16, 14, 14}, {32, 16, 3, 3}, 1, {2, 2}, {1, 1, 1, 1}, {1, 1}},
+      // First layers (fewer than 16 input channels: NCHW in, channel-blocked out): a stem-like
+      // 7x7 stride 2 with an output channel count that is no multiple of the block, one channel
+      // dilated without bias
+      {{2, 3, 23, 21}, {20, 3, 7, 7}, 1, {2, 2}, {3, 3, 3, 3}, {1, 1}},
+      {{1, 1, 9, 9}, {5, 1, 3, 3}, 1, {1, 1}, {2, 1, 0, 2}, {2, 2}, false},
   };
   for (const ConvCase& c : cases) {
     SCOPED_TRACE(ShapeToString(c.x) + " * " + ShapeToString(c.w));
