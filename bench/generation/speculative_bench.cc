@@ -231,8 +231,9 @@ void StepCosts(const Args& a, const fs::path& dir, int threads) {
         if (profile) {
           runner->session()->executor().set_profiling(false);
           std::map<std::string, double> by_op;
+          const bool nodes = std::string(std::getenv("SPEC_PROFILE")) == "nodes";
           for (const NodeProfile& p : runner->session()->executor().Profile()) {
-            by_op[p.op_type] += p.total_ms;
+            by_op[nodes ? p.op_type + " " + p.name : p.op_type] += p.total_ms;
           }
           for (const auto& [op, v] : by_op) {
             std::printf("   t=%d %-24s %.3f ms\n", t, op.c_str(), v / (2 * a.rounds + 1));
