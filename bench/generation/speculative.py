@@ -8,7 +8,8 @@ tiny-llama's reference.json, temperature 0, alternating in one run.
 
 Runs build/inferd_speculative_bench (bench/generation/speculative_bench.cc: the engines in
 process, no HTTP) and writes build/bench/generation/speculative.json with the figures, the
-command, the CPU model (lscpu) and the load average before and after. The bench exits non-zero
+command, the CPU model (lscpu) and the load average before and after; ratios to the baseline
+both of the totals and as medians of the per-run ratios (`*_median_ratio`, `*_median_cpu_ratio`). The bench exits non-zero
 when a speculative output differs from the baseline's; so does this script. Models: make
 gen-models (tiny-llama, tiny-llama-draft).
 """

@@ -10,7 +10,10 @@
 // (baseline, draft, n-gram, alternating, so load changes hit all alike); tokens/s = generated
 // tokens / wall time of those requests. Concurrent: `streams` prompts submitted at once, the
 // engines alternating per round; aggregate tokens/s. Outputs of every speculative run are
-// compared token for token with the baseline's. Prints a table and (with --json) the figures.
+// compared token for token with the baseline's. Prints a table and (with --json) the figures:
+// ratios of the totals (all runs' tokens / all runs' time, wall and process CPU time) and the
+// medians of the per-run ratios (each single-stream prompt run and each concurrent round against
+// the baseline's run of the same prompts), which one paused or disturbed run does not move.
 // Not a test: run by hand (bench/generation/speculative.py wraps it).
 #include <rapidjson/document.h>
 #include <sys/resource.h>
@@ -119,7 +122,23 @@ struct Mode {
   int64_t single_tokens = 0, concurrent_tokens = 0;
   int mismatches = 0;
   int64_t concurrent_drafts = 0;  // draft tokens proposed during the concurrent runs
+  // Each run's wall and CPU seconds, in run order (the same order for every mode): the median
+  // of the per-run ratios to the baseline is robust to a pause that hits one run (a host that
+  // SIGSTOPs low-priority processes for a quiet benchmark, a burst of load).
+  std::vector<double> single_runs_s, single_runs_cpu_s, concurrent_runs_s, concurrent_runs_cpu_s;
 };
+
+// The median over runs of baseline time / mode time (the same tokens in both: a speed ratio).
+double MedianRatio(const std::vector<double>& baseline, const std::vector<double>& mode) {
+  std::vector<double> r;
+  for (size_t i = 0; i < baseline.size() && i < mode.size(); ++i) {
+    if (mode[i] > 0) r.push_back(baseline[i] / mode[i]);
+  }
+  if (r.empty()) return 0;
+  std::sort(r.begin(), r.end());
+  const size_t n = r.size();
+  return n % 2 ? r[n / 2] : 0.5 * (r[n / 2 - 1] + r[n / 2]);
+}
 
 std::unique_ptr<GenerationEngine> MakeEngine(const Args& a, DraftMethod method,
                                              bool prompt_lookup = false) {
@@ -231,8 +250,9 @@ void StepCosts(const Args& a, const fs::path& dir, int threads) {
         if (profile) {
           runner->session()->executor().set_profiling(false);
           std::map<std::string, double> by_op;
+          const bool nodes = std::string(std::getenv("SPEC_PROFILE")) == "nodes";
           for (const NodeProfile& p : runner->session()->executor().Profile()) {
-            by_op[p.op_type] += p.total_ms;
+            by_op[nodes ? p.op_type + " " + p.name : p.op_type] += p.total_ms;
           }
           for (const auto& [op, v] : by_op) {
             std::printf("   t=%d %-24s %.3f ms\n", t, op.c_str(), v / (2 * a.rounds + 1));
@@ -303,9 +323,12 @@ int main(int argc, char** argv) {
     for (size_t j = 0; j < modes.size(); ++j) {
       Mode& m = modes[(j + turn) % modes.size()];
       const int64_t before = m.engine->Stats().draft_tokens;
-      outs[&m - &modes[0]] =
-          Run(*m.engine, group_prompts, a.tokens, concurrent ? &m.concurrent_s : &m.single_s,
-              concurrent ? &m.concurrent_cpu_s : &m.single_cpu_s);
+      double run_s = 0, run_cpu_s = 0;
+      outs[&m - &modes[0]] = Run(*m.engine, group_prompts, a.tokens, &run_s, &run_cpu_s);
+      (concurrent ? m.concurrent_s : m.single_s) += run_s;
+      (concurrent ? m.concurrent_cpu_s : m.single_cpu_s) += run_cpu_s;
+      (concurrent ? m.concurrent_runs_s : m.single_runs_s).push_back(run_s);
+      (concurrent ? m.concurrent_runs_cpu_s : m.single_runs_cpu_s).push_back(run_cpu_s);
       const int64_t tokens = static_cast<int64_t>(a.tokens) * group_prompts.size();
       if (concurrent) {
         m.concurrent_drafts += m.engine->Stats().draft_tokens - before;
@@ -332,7 +355,8 @@ int main(int argc, char** argv) {
                      ", \"max_batch\": " + std::to_string(a.max_batch) + ", \"streams\": " +
                      std::to_string(a.streams) + ", \"prompts\": " +
                      std::to_string(prompts.size()) + ", \"modes\": {";
-  std::printf("%-9s %12s %8s %14s %8s %11s %10s   (wall; then CPU-time ratios 1 / N streams)\n", "mode", "1-stream t/s", "ratio",
+  std::printf("%-9s %12s %8s %14s %8s %11s %10s   (wall; then CPU-time ratios 1 / N streams;"
+              " then medians of per-run ratios, wall / CPU, 1 / N streams)\n", "mode", "1-stream t/s", "ratio",
               (std::to_string(a.streams) + "-stream t/s").c_str(), "ratio", "acceptance",
               "mismatch");
   for (size_t i = 0; i < modes.size(); ++i) {
@@ -343,20 +367,30 @@ int main(int argc, char** argv) {
     const double rate = drafted > 0 ? accepted / drafted : 0;
     const double t1 = m.single_tokens / m.single_s, tn = m.concurrent_tokens / m.concurrent_s;
     const double c1 = m.single_tokens / m.single_cpu_s, cn = m.concurrent_tokens / m.concurrent_cpu_s;
-    std::printf("%-9s %12.1f %8.2f %14.1f %8.2f %11.3f %10d   cpu ratios %.2f / %.2f\n",
+    const Mode& b = modes[0];
+    const double med1 = MedianRatio(b.single_runs_s, m.single_runs_s);
+    const double med1_cpu = MedianRatio(b.single_runs_cpu_s, m.single_runs_cpu_s);
+    const double medn = MedianRatio(b.concurrent_runs_s, m.concurrent_runs_s);
+    const double medn_cpu = MedianRatio(b.concurrent_runs_cpu_s, m.concurrent_runs_cpu_s);
+    std::printf("%-9s %12.1f %8.2f %14.1f %8.2f %11.3f %10d   cpu ratios %.2f / %.2f;"
+                " medians %.2f / %.2f, %.2f / %.2f\n",
                 m.name.c_str(), t1, t1 / base1, tn, tn / baseN, rate, m.mismatches, c1 / base1_cpu,
-                cn / baseN_cpu);
-    char buf[512];
+                cn / baseN_cpu, med1, med1_cpu, medn, medn_cpu);
+    char buf[1024];
     std::snprintf(buf, sizeof(buf),
                   "%s\"%s\": {\"single_tokens_per_s\": %.2f, \"single_ratio\": %.3f, "
                   "\"concurrent_tokens_per_s\": %.2f, \"concurrent_ratio\": %.3f, "
                   "\"draft_tokens\": %.0f, \"accepted_tokens\": %.0f, \"acceptance_rate\": %.4f, "
                   "\"output_mismatches\": %d, \"single_tokens_per_cpu_s\": %.2f, "
                   "\"single_cpu_ratio\": %.3f, \"concurrent_tokens_per_cpu_s\": %.2f, "
-                  "\"concurrent_cpu_ratio\": %.3f, \"concurrent_draft_tokens\": %lld}",
+                  "\"concurrent_cpu_ratio\": %.3f, \"concurrent_draft_tokens\": %lld, "
+                  "\"single_median_ratio\": %.3f, \"single_median_cpu_ratio\": %.3f, "
+                  "\"concurrent_median_ratio\": %.3f, \"concurrent_median_cpu_ratio\": %.3f, "
+                  "\"runs\": {\"single\": %zu, \"concurrent\": %zu}}",
                   i ? ", " : "", m.name.c_str(), t1, t1 / base1, tn, tn / baseN, drafted,
                   accepted, rate, m.mismatches, c1, c1 / base1_cpu, cn, cn / baseN_cpu,
-                  static_cast<long long>(m.concurrent_drafts));
+                  static_cast<long long>(m.concurrent_drafts), med1, med1_cpu, medn, medn_cpu,
+                  m.single_runs_s.size(), m.concurrent_runs_s.size());
     json += buf;
   }
   json += "}}\n";

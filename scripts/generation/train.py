@@ -8,10 +8,14 @@ out) joined by newlines into one token stream per split; a training sample is bo
 random window of the stream (so that prompts "bos + any text" are in distribution). The
 model never sees eos (generation stops at max_tokens or a stop string).
 
-Budget: at most STEPS steps and at most MAX_SECONDS of training, whichever comes first; the
-learning-rate schedule (warmup, cosine decay) follows progress = max(step / STEPS, elapsed /
-MAX_SECONDS), so a run cut short by time on a slow or loaded machine is still fully annealed.
-On an idle 2-core machine the step bound comes first and the weights are deterministic.
+Budget: STEPS steps; the learning-rate schedule (warmup, cosine decay) follows progress =
+step / STEPS, so the weights do not depend on how fast or loaded the machine is (the same torch
+and thread count give the same model). MAX_SECONDS is only a guard against a machine so slow
+the build would never end: reaching it stops training early (logged, and in the report's
+"steps"), with a model that is then under-trained. The draft likewise (DRAFT_STEPS,
+DRAFT_MAX_SECONDS). Before, the schedule followed max(step / STEPS, elapsed / MAX_SECONDS) with
+DRAFT_MAX_SECONDS = 240: a draft built under load stopped at step 18 of 300, its held-out greedy
+agreement with tiny-llama 0.21 instead of 0.82.
 """
 import argparse
 import math
@@ -40,7 +44,7 @@ SEQ_LEN = 128        # tokens per sample, bos included
 BATCH = 16
 STEPS = 300
 LR, WARMUP, MIN_LR_FRACTION = 3e-3, 20, 0.1
-MAX_SECONDS = 480  # a cap for loaded machines: the step bound comes first on 2 idle cores
+MAX_SECONDS = 3600  # a guard only (see above); 300 steps take ~8 minutes on 2 idle cores
 NUM_PROMPTS = 16
 # tiny-llama-draft, the speculative-decoding draft of tiny-llama (train_draft): ~8x fewer
 # parameters (0.30M: the 2048-piece embedding and head are most of it), same tokenizer, trained
@@ -49,7 +53,7 @@ NUM_PROMPTS = 16
 DRAFT_SHAPE = dict(hidden_size=64, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=128)
 DRAFT_STEPS = 300
 DRAFT_LR = 1e-2
-DRAFT_MAX_SECONDS = 240
+DRAFT_MAX_SECONDS = 1800  # a guard only, as MAX_SECONDS
 DRAFT_CE_WEIGHT = 0.1
 
 
@@ -126,9 +130,10 @@ def train_tiny_llama(sp_path, steps=None, log=print):
     t0, done, loss = time.time(), 0, float("nan")
     model.train()
     for step in range(STEPS):
-        progress = max(step / STEPS, (time.time() - t0) / MAX_SECONDS)
-        if progress >= 1.0:
-            log("  stopping at step %d: %ds reached (a slow or loaded machine)" % (step, MAX_SECONDS))
+        progress = step / STEPS
+        if time.time() - t0 >= MAX_SECONDS:
+            log("  WARNING: stopping at step %d of %d: the %ds guard was reached (an extremely "
+                "slow machine); the model is under-trained" % (step, STEPS, MAX_SECONDS))
             break
         for group in opt.param_groups:
             group["lr"] = lr_at(step, progress)
@@ -194,7 +199,7 @@ def greedy_agreement(student, teacher, held, bos):
 
 def train_draft(sp_path, teacher, steps=DRAFT_STEPS, log=print):
     """The draft of `teacher` (tiny-llama, eval mode): returns (model, config, report). Same
-    budget rule as train_tiny_llama: DRAFT_STEPS or DRAFT_MAX_SECONDS, whichever comes first."""
+    budget rule as train_tiny_llama: DRAFT_STEPS, DRAFT_MAX_SECONDS only as a guard."""
     torch.manual_seed(SEED + 1)
     sp = spm.SentencePieceProcessor(model_file=sp_path)
     train, held = token_streams(sp)
@@ -207,9 +212,10 @@ def train_draft(sp_path, teacher, steps=DRAFT_STEPS, log=print):
     t0, done, kl = time.time(), 0, float("nan")
     model.train()
     for step in range(steps):
-        progress = max(step / steps, (time.time() - t0) / DRAFT_MAX_SECONDS)
-        if progress >= 1.0:
-            log("  stopping at step %d: %ds reached" % (step, DRAFT_MAX_SECONDS))
+        progress = step / steps
+        if time.time() - t0 >= DRAFT_MAX_SECONDS:
+            log("  WARNING: stopping at step %d of %d: the %ds guard was reached; the draft is "
+                "under-trained" % (step, steps, DRAFT_MAX_SECONDS))
             break
         for group in opt.param_groups:
             group["lr"] = lr_at(step, progress) * DRAFT_LR / LR

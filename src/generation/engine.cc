@@ -391,7 +391,11 @@ std::vector<GenerationEngine::Speculation> GenerationEngine::PlanSpeculation(
   if (so.method == DraftMethod::kNone) return specs;
   int decodes = 0;
   for (const ScheduledChunk& c : plan.chunks) decodes += c.need_logits && c.num_tokens == 1;
-  if (decodes == 0 || decodes > so.max_batch) return specs;
+  // The batch is every sequence the engine holds, not only this step's decodes: while others
+  // still wait or prefill (16 requests arriving together), the batch is about to grow past
+  // max_batch, and a draft run then (its catch-up prefill, k steps) costs more than it saves.
+  const int batch = scheduler_.num_running() + scheduler_.num_waiting();
+  if (decodes == 0 || std::max(decodes, batch) > so.max_batch) return specs;
   // Draft tokens only take what the scheduled chunks left of the step's token budget.
   int64_t budget = options_.max_num_batched_tokens - plan.num_tokens;
   const int64_t context = config().max_context;

@@ -49,7 +49,8 @@ struct SpeculativeOptions {
   int num_speculative_tokens = 4;
   // Per sequence, k follows the recent acceptance (AdaptSpeculativeLength); off: always k.
   bool adaptive = true;
-  // Speculation runs only in steps with at most this many decoding sequences (>= 0; 0 = never):
+  // Speculation runs only while the engine holds at most this many sequences (running or
+  // waiting) and the step has at most this many decodes (>= 0; 0 = never):
   // a batch of many sequences already fills the step with useful tokens, and verifying k extra
   // per sequence would cost more than the accepted ones save. Also bounded by the step's token
   // budget: draft tokens take only what the scheduled chunks left of max_num_batched_tokens.

@@ -150,6 +150,50 @@ TEST_F(SpeculativeEngineTest, LargeBatchesSwitchSpeculationOff) {
   EXPECT_GT(VerifySteps(), 0) << "speculation resumes once the batch is small";
 }
 
+// max_batch counts every sequence the engine holds: a decode with requests still waiting (or
+// prefilling) is not speculated, as the batch is about to grow; alone, it is.
+TEST_F(SpeculativeEngineTest, NoSpeculationWhileOtherRequestsWait) {
+  SpecSetup s = WithDraft(4);
+  s.options.speculative.max_batch = 1;
+  s.options.max_num_seqs = 1;  // the second request waits until the first is done
+  auto engine = Make(s);
+  Mutex mu;
+  CondVar cv;
+  bool submitted = false;
+  // The first step (the first request's prefill) waits for the second request, so every decode
+  // of the first one runs with the second waiting.
+  runner_->on_step = [&](int call) {
+    if (call == 0) {
+      MutexLock l(&mu);
+      while (!submitted) cv.Wait(&mu);
+    }
+    return Status::Ok();
+  };
+  Result a, b;
+  const std::vector<int32_t> pa = Prompt(6, 300), pb = Prompt(6, 301);
+  ASSERT_TRUE(engine->Submit({"a", pa, Greedy(24)}, a.Callback()).ok());
+  ASSERT_TRUE(engine->Submit({"b", pb, Greedy(24)}, b.Callback()).ok());
+  {
+    MutexLock l(&mu);
+    submitted = true;
+    cv.NotifyAll();
+  }
+  EXPECT_EQ(a.Tokens(), ReferenceGreedy(pa, 24, kVocab));
+  EXPECT_EQ(b.Tokens(), ReferenceGreedy(pb, 24, kVocab));
+  ASSERT_FALSE(runner_->steps.empty());
+  const int64_t first = runner_->steps[0].chunks[0].seq_id;
+  int first_verifies = 0, second_verifies = 0;
+  for (const auto& step : runner_->steps) {
+    for (const auto& c : step.chunks) {
+      if (c.all_logits) ++(c.seq_id == first ? first_verifies : second_verifies);
+    }
+  }
+  EXPECT_EQ(first_verifies, 0) << "speculated while another request waited";
+  EXPECT_GT(second_verifies, 0) << "the last request, alone, did not speculate";
+  EXPECT_EQ(engine->Stats().kv_blocks_used, 0);
+  EXPECT_TRUE(runner_->error.empty()) << runner_->error;
+}
+
 TEST_F(SpeculativeEngineTest, DraftsRespectTheTokenBudgetAndMaxTokens) {
   SpecSetup s = WithDraft(8);
   s.options.max_num_batched_tokens = 3;  // one decode + 2 drafts at most

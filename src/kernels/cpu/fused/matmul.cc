@@ -52,7 +52,8 @@ class FusedMatMulKernel final : public DnnlKernel {
       if (b->dtype() != DataType::kFloat32) {
         return InvalidArgument("{}: B must be float32", node.Describe());
       }
-      const auto policy = GemmWeights::ChooseFor(info.batch_invariant_matmul());
+      const auto policy =
+          GemmWeights::ChooseFor(info.batch_invariant_matmul(), b->dim(0), b->dim(1));
       if (!bf16_ && act_ops_.len() == 0 && b->NumElements() > 0 && policy) {
         gemm_b_.Reset(*b, *policy);
         info.ReleaseConstantInput(1);

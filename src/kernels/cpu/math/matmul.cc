@@ -144,7 +144,10 @@ class MatMulKernel final : public DnnlKernel {
   Status Init(const KernelInfo& info) override {
     RETURN_IF_ERROR(ParseFusedActivation(info.node(), &post_ops_));
     const Tensor* b = info.ConstantInput(1);
-    const auto policy = GemmWeights::ChooseFor(info.batch_invariant_matmul());
+    std::optional<GemmWeights::Policy> policy;
+    if (b && b->rank() == 2) {
+      policy = GemmWeights::ChooseFor(info.batch_invariant_matmul(), b->dim(0), b->dim(1));
+    }
     if (b && b->rank() == 2 && b->dtype() == DataType::kFloat32 && b->NumElements() > 0 &&
         post_ops_.len() == 0 && policy) {
       gemm_b_.Reset(*b, *policy);

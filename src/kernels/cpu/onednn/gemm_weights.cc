@@ -45,7 +45,8 @@ int64_t PanelGemmMaxRows(int64_t k, int64_t n) {
   return 32;
 }
 
-std::optional<GemmWeights::Policy> GemmWeights::ChooseFor(bool batch_invariant) {
+std::optional<GemmWeights::Policy> GemmWeights::ChooseFor(bool batch_invariant, int64_t k,
+                                                          int64_t n) {
   switch (GemmPathSetting()) {
     case GemmPath::kPanel:
       return Policy::kPanel;
@@ -56,8 +57,17 @@ std::optional<GemmWeights::Policy> GemmWeights::ChooseFor(bool batch_invariant) 
     case GemmPath::kAuto:
       break;
   }
-  if (!PreferPanelGemm()) return std::nullopt;
-  return batch_invariant ? Policy::kPanel : Policy::kByRows;
+  if (PreferPanelGemm()) return batch_invariant ? Policy::kPanel : Policy::kByRows;
+#if defined(__AVX2__) && defined(__FMA__)
+  // AVX-512: oneDNN's packed layout, but a decoder's small weights on PanelGemm (the header).
+  // (A build without AVX2 + FMA compiles PanelGemm's tile without them: oneDNN everywhere.)
+  const bool small = k > 0 && n > 0 && k <= kSmallPanelWeightElements / n;
+  if (batch_invariant && small) return Policy::kPanel;
+#else
+  (void)k;
+  (void)n;
+#endif
+  return std::nullopt;
 }
 
 GemmWeights::~GemmWeights() {

@@ -22,7 +22,14 @@
 //     keeps them (its rarer large calls run PanelGemm, slower but in the same memory).
 //   - kPlain: oneDNN on the plain weights for every M (forced, for tests and A/B runs).
 // On AVX-512 CPUs (or a build without AVX2 + FMA) kernels keep oneDNN's own packed layout
-// (PackedWeights) unless a path is forced: oneDNN's brgemm kernels are the faster ones there.
+// (PackedWeights) unless a path is forced: oneDNN's brgemm kernels are the faster ones there —
+// except for the small weights of a decoder (batch-invariant sessions, at most
+// kSmallPanelWeightElements elements: 2 MiB of float32), which take kPanel on every CPU. There
+// a product costs a few microseconds and oneDNN's fixed cost per call dominates it: on the
+// Intel Xeon of docs/generation.md ("Speculative decoding", 1 thread) PanelGemm ran tiny-llama's
+// 192x192..192x2048 products in 0.4-0.76x oneDNN's time at 1 and 5 rows and its draft's 64-wide
+// ones in under 0.45x, so a tiny-llama step took 0.40 instead of 0.57 ms and a draft step 0.036
+// instead of 0.072 ms. The 768-wide and larger weights of the 110M/350M decoders keep oneDNN.
 #pragma once
 
 #include <cstdint>
@@ -64,10 +71,14 @@ class GemmWeights {
  public:
   enum class Policy { kPanel, kByRows, kPlain };
 
-  // The policy of a kernel created now, or nullopt for oneDNN's own packed layout
-  // (PackedWeights): the GemmPathSetting(), else by the CPU (PreferPanelGemm) and whether the
-  // session asks for batch-invariant products.
-  static std::optional<Policy> ChooseFor(bool batch_invariant);
+  // Weights of at most this many elements take kPanel in batch-invariant sessions on any CPU
+  // (the header comment).
+  static constexpr int64_t kSmallPanelWeightElements = int64_t{512} * 1024;
+
+  // The policy of a kernel created now for a constant B [k, n], or nullopt for oneDNN's own
+  // packed layout (PackedWeights): the GemmPathSetting(), else by the CPU (PreferPanelGemm),
+  // whether the session asks for batch-invariant products, and (those on AVX-512) B's size.
+  static std::optional<Policy> ChooseFor(bool batch_invariant, int64_t k, int64_t n);
 
   GemmWeights() = default;
   GemmWeights(const GemmWeights&) = delete;

@@ -117,31 +117,54 @@ TEST(GemmWeights, LayoutOutlivesTheSwitch) {
 
 TEST(GemmWeights, PathSettingChoosesThePolicy) {
   using Policy = GemmWeights::Policy;
+  // 768 x 768: above kSmallPanelWeightElements, so the CPU alone decides under kAuto.
+  constexpr int64_t k = 768, n = 768;
+  static_assert(k * n > GemmWeights::kSmallPanelWeightElements);
   {
     ScopedGemmPath path(GemmPath::kPanel);
-    EXPECT_EQ(GemmWeights::ChooseFor(false), Policy::kPanel);
-    EXPECT_EQ(GemmWeights::ChooseFor(true), Policy::kPanel);
+    EXPECT_EQ(GemmWeights::ChooseFor(false, k, n), Policy::kPanel);
+    EXPECT_EQ(GemmWeights::ChooseFor(true, k, n), Policy::kPanel);
+    EXPECT_EQ(GemmWeights::ChooseFor(true, 64, 64), Policy::kPanel);
   }
   {
     ScopedGemmPath path(GemmPath::kOneDnn);
-    EXPECT_EQ(GemmWeights::ChooseFor(false), Policy::kPlain);
-    EXPECT_EQ(GemmWeights::ChooseFor(true), Policy::kPlain);
+    EXPECT_EQ(GemmWeights::ChooseFor(false, k, n), Policy::kPlain);
+    EXPECT_EQ(GemmWeights::ChooseFor(true, k, n), Policy::kPlain);
+    EXPECT_EQ(GemmWeights::ChooseFor(true, 64, 64), Policy::kPlain);  // forced: any size
   }
   {
     ScopedGemmPath path(GemmPath::kByRows);
-    EXPECT_EQ(GemmWeights::ChooseFor(false), Policy::kByRows);
-    EXPECT_EQ(GemmWeights::ChooseFor(true), Policy::kPanel);  // batch invariant: one kernel
+    EXPECT_EQ(GemmWeights::ChooseFor(false, k, n), Policy::kByRows);
+    EXPECT_EQ(GemmWeights::ChooseFor(true, k, n), Policy::kPanel);  // batch invariant: one kernel
   }
   {
     ScopedGemmPath path(GemmPath::kAuto);
     if (PreferPanelGemm()) {
-      EXPECT_EQ(GemmWeights::ChooseFor(false), Policy::kByRows);
-      EXPECT_EQ(GemmWeights::ChooseFor(true), Policy::kPanel);
+      EXPECT_EQ(GemmWeights::ChooseFor(false, k, n), Policy::kByRows);
+      EXPECT_EQ(GemmWeights::ChooseFor(true, k, n), Policy::kPanel);
     } else {  // oneDNN's own packed layout (PackedWeights)
-      EXPECT_EQ(GemmWeights::ChooseFor(false), std::nullopt);
-      EXPECT_EQ(GemmWeights::ChooseFor(true), std::nullopt);
+      EXPECT_EQ(GemmWeights::ChooseFor(false, k, n), std::nullopt);
+      EXPECT_EQ(GemmWeights::ChooseFor(true, k, n), std::nullopt);
     }
   }
+}
+
+// AVX-512 CPUs: a decoder's (batch-invariant session's) small weights take PanelGemm, where
+// oneDNN's fixed cost per call dominates; large ones and other sessions keep oneDNN's layout.
+TEST(GemmWeights, SmallDecoderWeightsTakePanelsOnEveryCpu) {
+  using Policy = GemmWeights::Policy;
+#if !(defined(__AVX2__) && defined(__FMA__))
+  GTEST_SKIP() << "a build without AVX2 + FMA keeps oneDNN for every weight";
+#endif
+  ScopedGemmPath path(GemmPath::kAuto);
+  constexpr int64_t limit = GemmWeights::kSmallPanelWeightElements;
+  EXPECT_EQ(GemmWeights::ChooseFor(true, 192, 2048), Policy::kPanel);  // tiny-llama's head
+  EXPECT_EQ(GemmWeights::ChooseFor(true, 64, 128), Policy::kPanel);
+  EXPECT_EQ(GemmWeights::ChooseFor(true, 1, limit), Policy::kPanel);  // exactly the limit
+  if (PreferPanelGemm()) return;  // every decoder weight is on panels there anyway
+  EXPECT_EQ(GemmWeights::ChooseFor(true, 2, limit / 2 + 1), std::nullopt);  // just above
+  EXPECT_EQ(GemmWeights::ChooseFor(true, 768, 32000), std::nullopt);
+  EXPECT_EQ(GemmWeights::ChooseFor(false, 192, 2048), std::nullopt);  // not a decoder
 }
 
 }  // namespace
