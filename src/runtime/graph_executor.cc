@@ -454,6 +454,7 @@ void GraphExecutor::FinishRecording(RunMemory& memory, RunContext* context) cons
   auto& plans = context->plans;
   plans.emplace_front(std::move(memory.signature), plan);
   while (plans.size() > std::max<size_t>(options_.max_cached_plans, 1)) plans.pop_back();
+  plans_recorded_.fetch_add(1, std::memory_order_relaxed);
   MutexLock lock(&pool_mu_);
   last_stats_ = plan->stats;
 }

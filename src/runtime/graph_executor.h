@@ -44,7 +44,9 @@ struct ExecutorOptions {
   int num_threads = 1;
   // Plan activations into a per-run-context arena (main graphs only; subgraphs use the heap).
   bool plan_memory = true;
-  // Input shape signatures whose plans each run context keeps.
+  // Input shape signatures whose plans each run context keeps (least recently used evicted; a
+  // run of an evicted signature records again). A server batching requests sizes this from the
+  // model's max_batch_size (SessionOptions::max_cached_plans), so every batch size keeps its plan.
   size_t max_cached_plans = 8;
   // Initializers whose every reader released them (KernelInfo::ReleaseConstantInput) are fed to
   // the kernels as data-less placeholders, and listed by ReleasableInitializers() for the owner of
@@ -109,6 +111,10 @@ class GraphExecutor {
 
   // The memory plan of the most recently planned input signature (memory_plan.h).
   MemoryPlanStats memory_stats() const;
+  // Memory plans recorded so far (first runs of a signature in a run context, and runs of a
+  // signature whose plan was evicted): constant in steady state unless the signatures in use
+  // outnumber max_cached_plans.
+  int64_t plans_recorded() const { return plans_recorded_.load(std::memory_order_relaxed); }
   // Initializers no step reads any more (ExecutorOptions::release_constants): the graph's owner
   // may erase them.
   const std::vector<std::string>& ReleasableInitializers() const { return releasable_; }
@@ -185,6 +191,7 @@ class GraphExecutor {
   mutable std::vector<std::unique_ptr<RunContext>> free_contexts_ GUARDED_BY(pool_mu_);
   mutable MemoryPlanStats last_stats_ GUARDED_BY(pool_mu_);
 
+  mutable std::atomic<int64_t> plans_recorded_{0};
   mutable std::atomic<bool> profiling_{false};
   mutable Mutex profile_mu_;  // the profile counters, updated once per profiled Run
   struct StepProfile {

@@ -174,6 +174,33 @@ TEST(MemoryPlannerTest, NewShapesGetTheirOwnPlansAndStayCorrect) {
   }
 }
 
+// Each run context keeps the plans of max_cached_plans signatures: within it, no signature is
+// planned twice; beyond it, the least recently used one is evicted and recorded again.
+TEST(MemoryPlannerTest, PlansOfMaxCachedPlansSignaturesAreKept) {
+  const int sizes = 12;
+  for (size_t keep : {size_t{0}, size_t{sizes}}) {  // 0: the executor's default, 8
+    SessionOptions opts;
+    opts.num_threads = 1;
+    opts.optimization_level = OptimizationLevel::kNone;
+    opts.max_cached_plans = keep;
+    auto s = Session::Create(ConvMatMulModel(), opts);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    const Session& session = **s;
+    std::vector<Tensor> out;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int n = 1; n <= sizes; ++n) {
+        ASSERT_TRUE(session.Run({RandomFloat({n, 3, 16, 16}, -1, 1, n)}, &out).ok());
+        EXPECT_EQ(out[0].dim(0), n);
+      }
+      // Pass 1 records every size; pass 2 again (cyclic order evicts each before its turn) only
+      // when fewer plans are kept than there are sizes.
+      const int64_t expected = pass == 0 || keep == size_t{sizes} ? sizes : 2 * sizes;
+      EXPECT_EQ(session.executor().plans_recorded(), expected) << "keep " << keep << " pass "
+                                                               << pass;
+    }
+  }
+}
+
 // Two residual blocks: in the first the residual is also the convolution's own input (its buffer
 // must not be taken over: the convolution still reads it), in the second the residual dies at the
 // convolution that adds it (at level all its output takes over the residual's buffer in place).
