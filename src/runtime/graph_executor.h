@@ -48,6 +48,14 @@ struct ExecutorOptions {
   // run of an evicted signature records again). A server batching requests sizes this from the
   // model's max_batch_size (SessionOptions::max_cached_plans), so every batch size keeps its plan.
   size_t max_cached_plans = 8;
+  // Steps that run on one thread when num_threads > 1: those taking less than this many
+  // microseconds on one thread. Forking and joining the OpenMP team costs microseconds per
+  // parallel region (and the woken threads spin on cores a server's I/O threads need), more than a
+  // small step gains; large steps (DLRM's wide matmuls, a convolution) still use every thread.
+  // The first two planned runs of each input signature run every step on one thread and time it
+  // (the faster of the two counts: the first pays one-time costs); later runs of the signature
+  // follow the choices (NodeProfile::threads shows them). 0: every step on num_threads.
+  double min_parallel_step_us = 20;
   // Initializers whose every reader released them (KernelInfo::ReleaseConstantInput) are fed to
   // the kernels as data-less placeholders, and listed by ReleasableInitializers() for the owner of
   // the graph to free. Off: the executor keeps pointing at the graph's tensors.
@@ -90,6 +98,7 @@ struct NodeProfile {
   double total_bytes = 0;
   CostBound bound = CostBound::kNone;  // of the last profiled call
   bool int8 = false;                   // of the last profiled call
+  int threads = 0;                     // intra-op threads of the last profiled call
 };
 
 class GraphExecutor {
@@ -136,10 +145,12 @@ class GraphExecutor {
     std::vector<int> inplace_input;  // per output: OpKernel::InPlaceInput, -1 for none
     std::vector<bool> released;      // per input: KernelInfo::ReleaseConstantInput
   };
+  struct CachedPlan;
   struct RunContext;
   struct RunMemory;
   class ContextLease;
   class Frame;
+  class StepThreads;
   using SubgraphFactory = std::function<StatusOr<std::shared_ptr<GraphExecutor>>(const Graph&)>;
 
   GraphExecutor(const Graph& graph, const Model& model);
@@ -159,14 +170,20 @@ class GraphExecutor {
   Status BindFrame(std::span<const Tensor> inputs, const ExecutionFrame* parent,
                    Frame* frame) const;
   RunMemory BeginMemory(std::span<const Tensor> inputs, RunContext* context, Frame* frame) const;
-  // `ns` and `cost` (both null unless profiling) receive the step's time and cost.
-  Status RunStep(size_t s, const RunMemory& memory, Frame* frame, int64_t* ns, NodeCost* cost,
-                 std::vector<const Tensor*>& in_ptrs, std::vector<Tensor>& out_vals) const;
+  // `ns` and `cost` (null unless profiling or timing) receive the step's time and cost; `threads`
+  // are the intra-op threads it runs on.
+  Status RunStep(size_t s, const RunMemory& memory, Frame* frame, int threads, int64_t* ns,
+                 NodeCost* cost, std::vector<const Tensor*>& in_ptrs,
+                 std::vector<Tensor>& out_vals) const;
   Status StoreOutput(size_t s, size_t o, const RunMemory& memory,
                      std::span<const Tensor* const> in_ptrs, Tensor& out, Frame* frame) const;
   Status CollectOutputs(const Frame& frame, std::vector<Tensor>* outputs) const;
-  void AddProfile(const std::vector<int64_t>& step_ns, const std::vector<NodeCost>& step_cost) const;
+  void AddProfile(const std::vector<int64_t>& step_ns, const std::vector<NodeCost>& step_cost,
+                  const std::vector<int>& step_threads) const;
   void FinishRecording(RunMemory& memory, RunContext* context) const;
+  // Folds one timed run's step times (on one thread) into `entry`; after kTimedRuns of them,
+  // picks each step's threads.
+  void ChooseStepThreads(const std::vector<int64_t>& step_ns, CachedPlan* entry) const;
 
   const Graph& graph_;
   const Model& model_;
@@ -200,6 +217,7 @@ class GraphExecutor {
     double flops = 0;
     double bytes = 0;
     NodeCost last;  // bound and int8 of the last call
+    int threads = 0;  // of the last call
   };
   mutable std::vector<StepProfile> profile_ GUARDED_BY(profile_mu_);
 };

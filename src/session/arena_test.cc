@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 #include <malloc.h>
+#include <omp.h>
 
 #include <atomic>
 #include <cerrno>
@@ -197,6 +198,42 @@ TEST(MemoryPlannerTest, PlansOfMaxCachedPlansSignaturesAreKept) {
       const int64_t expected = pass == 0 || keep == size_t{sizes} ? sizes : 2 * sizes;
       EXPECT_EQ(session.executor().plans_recorded(), expected) << "keep " << keep << " pass "
                                                                << pass;
+    }
+  }
+}
+
+// Steps that take less than min_parallel_step_us on one thread run on one thread, once the
+// signature's first two planned runs timed them there (before that: recording on num_threads,
+// then two timed runs on one thread). The results do not depend on it.
+TEST(MemoryPlannerTest, StepsUnderMinParallelTimeRunOnOneThread) {
+  Tensor x = RandomFloat({4, 3, 16, 16}, -1, 1, 7);
+  std::vector<Tensor> reference;
+  for (double min_us : {0.0, 1e12}) {  // every step parallel; every step on one thread
+    SessionOptions opts;
+    opts.num_threads = 2;
+    opts.optimization_level = OptimizationLevel::kNone;
+    opts.min_parallel_step_us = min_us;
+    auto s = Session::Create(ConvMatMulModel(), opts);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    const GraphExecutor& e = (*s)->executor();
+    std::vector<Tensor> out;
+    for (int run = 0; run < 4; ++run) {
+      omp_set_num_threads(1);  // Session::Run sets its own count
+      e.ResetProfile();
+      e.set_profiling(true);
+      ASSERT_TRUE((*s)->Run({x}, &out).ok());
+      e.set_profiling(false);
+      EXPECT_EQ(omp_get_max_threads(), 2) << "a run ends on num_threads";
+      // Runs 1 and 2 (0-based) are the timed ones; run 3 follows the choices.
+      const int expected = min_us == 0 ? 2 : run == 0 ? 2 : 1;
+      for (const NodeProfile& n : e.Profile()) {
+        EXPECT_EQ(n.threads, expected) << n.name << " run " << run << " min_us " << min_us;
+      }
+      if (reference.empty()) {
+        reference = out;
+      } else {
+        ExpectTensorNear(out[0], reference[0], 1e-5f, 1e-5f);
+      }
     }
   }
 }
