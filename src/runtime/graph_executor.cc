@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <list>
@@ -102,11 +101,9 @@ class GraphExecutor::Frame final : public ExecutionFrame {
 struct GraphExecutor::CachedPlan {
   std::vector<int64_t> signature;
   std::shared_ptr<const MemoryPlan> memory;
-  // Intra-op threads per step (ExecutorOptions::min_parallel_step_us); empty until the first
-  // kTimedRuns planned runs timed the steps on one thread.
+  // Intra-op threads per step (ExecutorOptions::min_parallel_flops / min_parallel_bytes, from the
+  // costs of the recording run); empty: every step on num_threads.
   std::vector<int> step_threads;
-  std::vector<int64_t> serial_ns;  // per step: the least time of the timed runs so far
-  int timed_runs = 0;
 };
 
 struct GraphExecutor::RunContext {
@@ -299,11 +296,6 @@ Status GraphExecutor::Run(std::span<const Tensor> inputs, std::vector<Tensor>* o
   return RunSteps(inputs, outputs, parent, lease.get());
 }
 
-// Planned runs of a signature that time its steps on one thread before the threads per step are
-// chosen. The first of them pays one-time costs (oneDNN primitives created for one thread, their
-// JIT code, first touches), so each step counts its fastest run.
-constexpr int kTimedRuns = 2;
-
 // The calling thread's intra-op thread count during a run, set through the provider only when a
 // step needs another one, and num_threads again when the run ends (however it ends).
 class GraphExecutor::StepThreads {
@@ -331,28 +323,36 @@ Status GraphExecutor::RunSteps(std::span<const Tensor> inputs, std::vector<Tenso
   RETURN_IF_ERROR(BindFrame(inputs, parent, &frame));
   RunMemory memory = BeginMemory(inputs, context, &frame);
   const bool profiling = profiling_.load(std::memory_order_relaxed);
-  // Threads per step (ExecutorOptions::min_parallel_step_us): a signature's first kTimedRuns
-  // planned runs time every step on one thread; its later runs follow what they found.
-  const bool narrow = memory.entry != nullptr && options_.num_threads > 1 &&
-                      options_.min_parallel_step_us > 0;
-  const bool timing = narrow && memory.entry->step_threads.empty();
-  const std::vector<int>* chosen = narrow && !timing ? &memory.entry->step_threads : nullptr;
+  // Threads per step (ExecutorOptions::min_parallel_flops / bytes): planned runs follow what the
+  // signature's recording run chose from the steps' costs; the recording run uses num_threads.
+  const bool narrow = options_.num_threads > 1 &&
+                      (options_.min_parallel_flops > 0 || options_.min_parallel_bytes > 0);
+  const std::vector<int>* chosen =
+      memory.entry != nullptr && !memory.entry->step_threads.empty() ? &memory.entry->step_threads
+                                                                      : nullptr;
+  const bool costing = profiling || (narrow && memory.recorder != nullptr);
   StepThreads threads(*provider_, options_.num_threads);
-  std::vector<int64_t> step_ns(profiling || timing ? steps_.size() : 0, 0);
-  std::vector<NodeCost> step_cost(profiling ? steps_.size() : 0);
+  std::vector<int64_t> step_ns(profiling ? steps_.size() : 0, 0);
+  std::vector<NodeCost> step_cost(costing ? steps_.size() : 0);
   std::vector<int> step_threads(profiling ? steps_.size() : 0);
   std::vector<const Tensor*> in_ptrs;
   std::vector<Tensor> out_vals;
   for (size_t s = 0; s < steps_.size(); ++s) {
-    const int t = threads.Set(timing ? 1 : chosen ? (*chosen)[s] : options_.num_threads);
+    const int t = threads.Set(chosen ? (*chosen)[s] : options_.num_threads);
     if (profiling) step_threads[s] = t;
-    RETURN_IF_ERROR(RunStep(s, memory, &frame, t, profiling || timing ? &step_ns[s] : nullptr,
-                            profiling ? &step_cost[s] : nullptr, in_ptrs, out_vals));
+    RETURN_IF_ERROR(RunStep(s, memory, &frame, t, profiling ? &step_ns[s] : nullptr,
+                            costing ? &step_cost[s] : nullptr, in_ptrs, out_vals));
   }
   RETURN_IF_ERROR(CollectOutputs(frame, outputs));
   if (profiling) AddProfile(step_ns, step_cost, step_threads);
-  if (timing) ChooseStepThreads(step_ns, memory.entry);
-  if (memory.recorder != nullptr) FinishRecording(memory, context);
+  if (memory.recorder != nullptr) {
+    std::vector<int> choice;
+    if (narrow) {
+      choice.resize(steps_.size());
+      for (size_t s = 0; s < steps_.size(); ++s) choice[s] = ThreadsFor(step_cost[s]);
+    }
+    FinishRecording(memory, context, std::move(choice));
+  }
   return Status::Ok();
 }
 
@@ -502,25 +502,19 @@ void GraphExecutor::AddProfile(const std::vector<int64_t>& step_ns,
   }
 }
 
-void GraphExecutor::ChooseStepThreads(const std::vector<int64_t>& step_ns, CachedPlan* entry) const {
-  if (entry->serial_ns.empty()) entry->serial_ns.assign(steps_.size(), INT64_MAX);
-  for (size_t s = 0; s < steps_.size(); ++s) {
-    entry->serial_ns[s] = std::min(entry->serial_ns[s], step_ns[s]);
-  }
-  if (++entry->timed_runs < kTimedRuns) return;
-  const double min_ns = options_.min_parallel_step_us * 1e3;
-  entry->step_threads.resize(steps_.size());
-  for (size_t s = 0; s < steps_.size(); ++s) {
-    entry->step_threads[s] =
-        static_cast<double>(entry->serial_ns[s]) < min_ns ? 1 : options_.num_threads;
-  }
-  entry->serial_ns = {};
+int GraphExecutor::ThreadsFor(const NodeCost& cost) const {
+  // No figure (control flow: its subgraphs' work is unknown here): as before, every thread.
+  const bool large = cost.bound == CostBound::kNone ||
+                     cost.flops >= options_.min_parallel_flops ||
+                     cost.bytes >= options_.min_parallel_bytes;
+  return large ? options_.num_threads : 1;
 }
 
-void GraphExecutor::FinishRecording(RunMemory& memory, RunContext* context) const {
+void GraphExecutor::FinishRecording(RunMemory& memory, RunContext* context,
+                                    std::vector<int> step_threads) const {
   auto plan = std::make_shared<const MemoryPlan>(memory.recorder->Build(Arena::kAlignment));
   auto& plans = context->plans;
-  plans.push_front(CachedPlan{std::move(memory.signature), plan, {}});
+  plans.push_front(CachedPlan{std::move(memory.signature), plan, std::move(step_threads)});
   while (plans.size() > std::max<size_t>(options_.max_cached_plans, 1)) plans.pop_back();
   plans_recorded_.fetch_add(1, std::memory_order_relaxed);
   MutexLock lock(&pool_mu_);

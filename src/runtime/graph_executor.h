@@ -48,14 +48,16 @@ struct ExecutorOptions {
   // run of an evicted signature records again). A server batching requests sizes this from the
   // model's max_batch_size (SessionOptions::max_cached_plans), so every batch size keeps its plan.
   size_t max_cached_plans = 8;
-  // Steps that run on one thread when num_threads > 1: those taking less than this many
-  // microseconds on one thread. Forking and joining the OpenMP team costs microseconds per
-  // parallel region (and the woken threads spin on cores a server's I/O threads need), more than a
-  // small step gains; large steps (DLRM's wide matmuls, a convolution) still use every thread.
-  // The first two planned runs of each input signature run every step on one thread and time it
-  // (the faster of the two counts: the first pays one-time costs); later runs of the signature
-  // follow the choices (NodeProfile::threads shows them). 0: every step on num_threads.
-  double min_parallel_step_us = 20;
+  // Steps too small to gain from num_threads > 1 run on one thread: forking and joining the
+  // OpenMP team costs microseconds per parallel region (and its woken threads spin on cores a
+  // server's I/O threads need), more than a small step saves. A step keeps every thread when its
+  // cost (node_cost.h, from the shapes of the signature's recording run) reaches either figure:
+  // FLOPs for compute ops, bytes read + written for any op; steps without a figure (control flow)
+  // keep them too. 4 MFLOP is about 25 us on one AVX-512 core: DLRM at batch 64 keeps its three
+  // wide matmuls parallel and runs its embedding gathers, small matmuls and concats on one
+  // thread (docs/serving.md). Both 0: every step on num_threads. NodeProfile::threads shows it.
+  double min_parallel_flops = 4e6;
+  double min_parallel_bytes = 1 << 20;
   // Initializers whose every reader released them (KernelInfo::ReleaseConstantInput) are fed to
   // the kernels as data-less placeholders, and listed by ReleasableInitializers() for the owner of
   // the graph to free. Off: the executor keeps pointing at the graph's tensors.
@@ -170,8 +172,8 @@ class GraphExecutor {
   Status BindFrame(std::span<const Tensor> inputs, const ExecutionFrame* parent,
                    Frame* frame) const;
   RunMemory BeginMemory(std::span<const Tensor> inputs, RunContext* context, Frame* frame) const;
-  // `ns` and `cost` (null unless profiling or timing) receive the step's time and cost; `threads`
-  // are the intra-op threads it runs on.
+  // `ns` and `cost` (null unless profiling, or recording) receive the step's time and cost;
+  // `threads` are the intra-op threads it runs on.
   Status RunStep(size_t s, const RunMemory& memory, Frame* frame, int threads, int64_t* ns,
                  NodeCost* cost, std::vector<const Tensor*>& in_ptrs,
                  std::vector<Tensor>& out_vals) const;
@@ -180,10 +182,10 @@ class GraphExecutor {
   Status CollectOutputs(const Frame& frame, std::vector<Tensor>* outputs) const;
   void AddProfile(const std::vector<int64_t>& step_ns, const std::vector<NodeCost>& step_cost,
                   const std::vector<int>& step_threads) const;
-  void FinishRecording(RunMemory& memory, RunContext* context) const;
-  // Folds one timed run's step times (on one thread) into `entry`; after kTimedRuns of them,
-  // picks each step's threads.
-  void ChooseStepThreads(const std::vector<int64_t>& step_ns, CachedPlan* entry) const;
+  void FinishRecording(RunMemory& memory, RunContext* context,
+                       std::vector<int> step_threads) const;
+  // The intra-op threads of a step of this cost (ExecutorOptions::min_parallel_flops / bytes).
+  int ThreadsFor(const NodeCost& cost) const;
 
   const Graph& graph_;
   const Model& model_;

@@ -202,32 +202,35 @@ TEST(MemoryPlannerTest, PlansOfMaxCachedPlansSignaturesAreKept) {
   }
 }
 
-// Steps that take less than min_parallel_step_us on one thread run on one thread, once the
-// signature's first two planned runs timed them there (before that: recording on num_threads,
-// then two timed runs on one thread). The results do not depend on it.
-TEST(MemoryPlannerTest, StepsUnderMinParallelTimeRunOnOneThread) {
-  Tensor x = RandomFloat({4, 3, 16, 16}, -1, 1, 7);
+// Steps below ExecutorOptions::min_parallel_flops and min_parallel_bytes (4 MFLOP, 1 MiB) run on
+// one thread once their signature is planned (its recording run costs them on num_threads). At
+// batch 64 the convolution (2·64·8·256·27 = 7.1 MFLOP) keeps both threads and the 10-wide MatMul
+// (2·64·2048·10 = 2.6 MFLOP, 0.6 MB) runs on one; serial_small_steps off keeps every step on two.
+// The results do not depend on it.
+TEST(MemoryPlannerTest, SmallStepsRunOnOneThread) {
+  Tensor x = RandomFloat({64, 3, 16, 16}, -1, 1, 7);
   std::vector<Tensor> reference;
-  for (double min_us : {0.0, 1e12}) {  // every step parallel; every step on one thread
+  for (bool serial_small : {false, true}) {
     SessionOptions opts;
     opts.num_threads = 2;
     opts.optimization_level = OptimizationLevel::kNone;
-    opts.min_parallel_step_us = min_us;
+    opts.serial_small_steps = serial_small;
     auto s = Session::Create(ConvMatMulModel(), opts);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     const GraphExecutor& e = (*s)->executor();
     std::vector<Tensor> out;
-    for (int run = 0; run < 4; ++run) {
+    for (int run = 0; run < 3; ++run) {
       omp_set_num_threads(1);  // Session::Run sets its own count
       e.ResetProfile();
       e.set_profiling(true);
       ASSERT_TRUE((*s)->Run({x}, &out).ok());
       e.set_profiling(false);
       EXPECT_EQ(omp_get_max_threads(), 2) << "a run ends on num_threads";
-      // Runs 1 and 2 (0-based) are the timed ones; run 3 follows the choices.
-      const int expected = min_us == 0 ? 2 : run == 0 ? 2 : 1;
       for (const NodeProfile& n : e.Profile()) {
-        EXPECT_EQ(n.threads, expected) << n.name << " run " << run << " min_us " << min_us;
+        // The first run records the plan on num_threads.
+        const bool small = n.op_type == "MatMul" || n.op_type == "Add";
+        const int expected = run > 0 && serial_small && small ? 1 : 2;
+        EXPECT_EQ(n.threads, expected) << n.name << " run " << run << " serial " << serial_small;
       }
       if (reference.empty()) {
         reference = out;

@@ -46,9 +46,9 @@ struct SessionOptions {
   // 0 keeps the executor's default (8). The server raises it to the model's max_batch_size
   // for batching models (serving/model_version.cc), so no batch size is ever re-planned.
   size_t max_cached_plans = 0;
-  // ExecutorOptions::min_parallel_step_us (steps faster than this on one thread run on one);
-  // negative keeps the executor's default, 0 runs every step on num_threads.
-  double min_parallel_step_us = -1;
+  // ExecutorOptions::min_parallel_flops / min_parallel_bytes: steps below both run on one thread.
+  // Off: every step on num_threads.
+  bool serial_small_steps = true;
 };
 
 class Session {
