@@ -60,7 +60,7 @@ bool DnnlInt8IsExact(DataType activations, const Tensor& weights);
 // creation (brgemm and jit matmul / convolution take dnnl_get_max_threads() then; a primitive
 // created on 2 threads forks 2 even when the caller's count is 1 by the time it runs), so kernels
 // key their cached primitives by it as well as by shape. The executor runs small steps on one
-// thread (ExecutorOptions::min_parallel_step_us), so one node may need both.
+// thread (ExecutorOptions::min_parallel_flops), so one node may need both.
 int PrimitiveThreads();
 
 // Thread-safety of cached primitives. Debian's oneDNN 2.6 is built with
