@@ -12,9 +12,9 @@ so a change in the machine's load hits all of them) with `wrk -t1 -c64` and the 
 bodies of run_bench.py. Around each run it reads every server thread's CPU time from
 /proc/PID/task/*/stat and reports, per server and variant, the median over rounds of req/s and
 of CPU µs per request for each thread group (by thread name: the model worker, its OpenMP helpers,
-the HTTP I/O threads, ...: inferd names its threads) and for the whole server. A thread group's CPU per request is what that
-part of the server costs; on a saturated machine the whole server's CPU per request, plus the
-client's, bounds the request rate.
+the HTTP I/O threads, ...: inferd names its threads) and for the whole server. A thread group's
+CPU per request is what that part of the server costs; on a saturated machine the whole server's
+CPU per request, plus the client's, bounds the request rate.
 """
 import argparse
 import collections
