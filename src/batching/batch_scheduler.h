@@ -47,6 +47,8 @@
 // max_queue_delay; timeouts still apply) and processed before the threads are joined.
 #pragma once
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -454,6 +456,7 @@ typename BatchScheduler<Task>::Batch BatchScheduler<Task>::TakeLocked(size_t n) 
 
 template <class Task>
 void BatchScheduler<Task>::SchedulerLoop() {
+  pthread_setname_np(pthread_self(), "batch-sched");  // for top -H, perf, /proc/PID/task
   ReleasableMutexLock l(&mu_);
   while (true) {
     const Clock::TimePoint now = clock_.Now();
@@ -488,6 +491,8 @@ void BatchScheduler<Task>::SchedulerLoop() {
 
 template <class Task>
 void BatchScheduler<Task>::WorkerLoop(int worker) {
+  // OpenMP threads the worker's runs start inherit the name (Linux copies it to a new thread).
+  pthread_setname_np(pthread_self(), "batch-worker");
   ReleasableMutexLock l(&mu_);
   while (true) {
     // A parked worker (index past the active count) waits apart, so NotifyOne on worker_cv_

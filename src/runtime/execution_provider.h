@@ -16,6 +16,10 @@ class ExecutionProvider {
   virtual const KernelRegistry& Registry() const = 0;
   // Whether the provider has a kernel for this node at this opset (types unchecked).
   bool SupportsNode(const Node& node, int64_t opset) const;
+  // Intra-op threads for the kernels the calling thread runs from now on (GraphExecutor narrows
+  // them per step: ExecutorOptions::min_parallel_flops). The CPU provider sets the calling
+  // thread's OpenMP thread count; the default ignores it.
+  virtual void SetIntraOpThreads(int threads) const { (void)threads; }
 };
 
 }  // namespace inferd

@@ -97,10 +97,19 @@ class GraphExecutor::Frame final : public ExecutionFrame {
   mutable std::vector<const void*> own;  // per output: the storage AllocateOutput handed out
 };
 
+// What a run context keeps of one input signature.
+struct GraphExecutor::CachedPlan {
+  std::vector<int64_t> signature;
+  std::shared_ptr<const MemoryPlan> memory;
+  // Intra-op threads per step (ExecutorOptions::min_parallel_flops / min_parallel_bytes, from the
+  // costs of the recording run); empty: every step on num_threads.
+  std::vector<int> step_threads;
+};
+
 struct GraphExecutor::RunContext {
   Arena arena;
   // Most recently used first; at most ExecutorOptions::max_cached_plans entries.
-  std::list<std::pair<std::vector<int64_t>, std::shared_ptr<const MemoryPlan>>> plans;
+  std::list<CachedPlan> plans;
   MemoryRecorder recording;  // scratch for the recording run
 };
 
@@ -109,6 +118,7 @@ struct GraphExecutor::RunContext {
 struct GraphExecutor::RunMemory {
   std::vector<int64_t> signature;
   std::shared_ptr<const MemoryPlan> plan;
+  CachedPlan* entry = nullptr;  // the context's entry of a planned run
   const Arena* arena = nullptr;
   MemoryRecorder* recorder = nullptr;
 };
@@ -286,23 +296,63 @@ Status GraphExecutor::Run(std::span<const Tensor> inputs, std::vector<Tensor>* o
   return RunSteps(inputs, outputs, parent, lease.get());
 }
 
+// The calling thread's intra-op thread count during a run, set through the provider only when a
+// step needs another one, and num_threads again when the run ends (however it ends).
+class GraphExecutor::StepThreads {
+ public:
+  StepThreads(const ExecutionProvider& provider, int num_threads)
+      : provider_(provider), num_threads_(num_threads), current_(num_threads) {}
+  ~StepThreads() { Set(num_threads_); }
+  StepThreads(const StepThreads&) = delete;
+  StepThreads& operator=(const StepThreads&) = delete;
+  int Set(int threads) {
+    if (threads != current_) provider_.SetIntraOpThreads(threads);
+    current_ = threads;
+    return threads;
+  }
+
+ private:
+  const ExecutionProvider& provider_;
+  const int num_threads_;
+  int current_;
+};
+
 Status GraphExecutor::RunSteps(std::span<const Tensor> inputs, std::vector<Tensor>* outputs,
                                const ExecutionFrame* parent, RunContext* context) const {
   Frame frame(slots_, slot_names_.size(), parent);
   RETURN_IF_ERROR(BindFrame(inputs, parent, &frame));
   RunMemory memory = BeginMemory(inputs, context, &frame);
   const bool profiling = profiling_.load(std::memory_order_relaxed);
+  // Threads per step (ExecutorOptions::min_parallel_flops / bytes): planned runs follow what the
+  // signature's recording run chose from the steps' costs; the recording run uses num_threads.
+  const bool narrow = options_.num_threads > 1 &&
+                      (options_.min_parallel_flops > 0 || options_.min_parallel_bytes > 0);
+  const std::vector<int>* chosen =
+      memory.entry != nullptr && !memory.entry->step_threads.empty() ? &memory.entry->step_threads
+                                                                      : nullptr;
+  const bool costing = profiling || (narrow && memory.recorder != nullptr);
+  StepThreads threads(*provider_, options_.num_threads);
   std::vector<int64_t> step_ns(profiling ? steps_.size() : 0, 0);
-  std::vector<NodeCost> step_cost(profiling ? steps_.size() : 0);
+  std::vector<NodeCost> step_cost(costing ? steps_.size() : 0);
+  std::vector<int> step_threads(profiling ? steps_.size() : 0);
   std::vector<const Tensor*> in_ptrs;
   std::vector<Tensor> out_vals;
   for (size_t s = 0; s < steps_.size(); ++s) {
-    RETURN_IF_ERROR(RunStep(s, memory, &frame, profiling ? &step_ns[s] : nullptr,
-                            profiling ? &step_cost[s] : nullptr, in_ptrs, out_vals));
+    const int t = threads.Set(chosen ? (*chosen)[s] : options_.num_threads);
+    if (profiling) step_threads[s] = t;
+    RETURN_IF_ERROR(RunStep(s, memory, &frame, t, profiling ? &step_ns[s] : nullptr,
+                            costing ? &step_cost[s] : nullptr, in_ptrs, out_vals));
   }
   RETURN_IF_ERROR(CollectOutputs(frame, outputs));
-  if (profiling) AddProfile(step_ns, step_cost);
-  if (memory.recorder != nullptr) FinishRecording(memory, context);
+  if (profiling) AddProfile(step_ns, step_cost, step_threads);
+  if (memory.recorder != nullptr) {
+    std::vector<int> choice;
+    if (narrow) {
+      choice.resize(steps_.size());
+      for (size_t s = 0; s < steps_.size(); ++s) choice[s] = ThreadsFor(step_cost[s]);
+    }
+    FinishRecording(memory, context, std::move(choice));
+  }
   return Status::Ok();
 }
 
@@ -333,13 +383,14 @@ GraphExecutor::RunMemory GraphExecutor::BeginMemory(std::span<const Tensor> inpu
   }
   auto& plans = context->plans;
   for (auto it = plans.begin(); it != plans.end(); ++it) {
-    if (it->first == memory.signature) {
+    if (it->signature == memory.signature) {
       plans.splice(plans.begin(), plans, it);
-      memory.plan = it->second;
+      memory.plan = it->memory;
       break;
     }
   }
   if (memory.plan && context->arena.Reserve(memory.plan->stats.arena_bytes)) {
+    memory.entry = &plans.front();
     frame->mode = MemoryMode::kPlanned;
     frame->arena_base = context->arena.data();
     memory.arena = &context->arena;
@@ -352,8 +403,8 @@ GraphExecutor::RunMemory GraphExecutor::BeginMemory(std::span<const Tensor> inpu
   return memory;
 }
 
-Status GraphExecutor::RunStep(size_t s, const RunMemory& memory, Frame* frame, int64_t* ns,
-                              NodeCost* cost, std::vector<const Tensor*>& in_ptrs,
+Status GraphExecutor::RunStep(size_t s, const RunMemory& memory, Frame* frame, int threads,
+                              int64_t* ns, NodeCost* cost, std::vector<const Tensor*>& in_ptrs,
                               std::vector<Tensor>& out_vals) const {
   const Step& step = steps_[s];
   in_ptrs.assign(step.inputs.size(), nullptr);
@@ -368,7 +419,7 @@ Status GraphExecutor::RunStep(size_t s, const RunMemory& memory, Frame* frame, i
   out_vals.assign(step.outputs.size(), Tensor());
   frame->own.assign(step.outputs.size(), nullptr);
   if (memory.plan) frame->planned_outs = memory.plan->outputs[s];
-  KernelContext ctx(*step.node, in_ptrs, out_vals, frame, options_.num_threads);
+  KernelContext ctx(*step.node, in_ptrs, out_vals, frame, threads);
   const auto start = ns ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   Status st;
   try {
@@ -437,7 +488,8 @@ Status GraphExecutor::CollectOutputs(const Frame& frame, std::vector<Tensor>* ou
 }
 
 void GraphExecutor::AddProfile(const std::vector<int64_t>& step_ns,
-                               const std::vector<NodeCost>& step_cost) const {
+                               const std::vector<NodeCost>& step_cost,
+                               const std::vector<int>& step_threads) const {
   MutexLock lock(&profile_mu_);
   for (size_t s = 0; s < steps_.size(); ++s) {
     StepProfile& p = profile_[s];
@@ -446,14 +498,25 @@ void GraphExecutor::AddProfile(const std::vector<int64_t>& step_ns,
     p.flops += step_cost[s].flops;
     p.bytes += step_cost[s].bytes;
     p.last = step_cost[s];
+    p.threads = step_threads[s];
   }
 }
 
-void GraphExecutor::FinishRecording(RunMemory& memory, RunContext* context) const {
+int GraphExecutor::ThreadsFor(const NodeCost& cost) const {
+  // No figure (control flow: its subgraphs' work is unknown here): as before, every thread.
+  const bool large = cost.bound == CostBound::kNone ||
+                     cost.flops >= options_.min_parallel_flops ||
+                     cost.bytes >= options_.min_parallel_bytes;
+  return large ? options_.num_threads : 1;
+}
+
+void GraphExecutor::FinishRecording(RunMemory& memory, RunContext* context,
+                                    std::vector<int> step_threads) const {
   auto plan = std::make_shared<const MemoryPlan>(memory.recorder->Build(Arena::kAlignment));
   auto& plans = context->plans;
-  plans.emplace_front(std::move(memory.signature), plan);
+  plans.push_front(CachedPlan{std::move(memory.signature), plan, std::move(step_threads)});
   while (plans.size() > std::max<size_t>(options_.max_cached_plans, 1)) plans.pop_back();
+  plans_recorded_.fetch_add(1, std::memory_order_relaxed);
   MutexLock lock(&pool_mu_);
   last_stats_ = plan->stats;
 }
@@ -470,7 +533,8 @@ std::vector<NodeProfile> GraphExecutor::Profile() const {
   for (size_t s = 0; s < steps_.size(); ++s) {
     const StepProfile& p = profile_[s];
     r.push_back({steps_[s].node->name, steps_[s].node->op_type, p.calls,
-                 static_cast<double>(p.ns) / 1e6, p.flops, p.bytes, p.last.bound, p.last.int8});
+                 static_cast<double>(p.ns) / 1e6, p.flops, p.bytes, p.last.bound, p.last.int8,
+                 p.threads});
   }
   return r;
 }

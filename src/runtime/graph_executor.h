@@ -44,8 +44,20 @@ struct ExecutorOptions {
   int num_threads = 1;
   // Plan activations into a per-run-context arena (main graphs only; subgraphs use the heap).
   bool plan_memory = true;
-  // Input shape signatures whose plans each run context keeps.
+  // Input shape signatures whose plans each run context keeps (least recently used evicted; a
+  // run of an evicted signature records again). A server batching requests sizes this from the
+  // model's max_batch_size (SessionOptions::max_cached_plans), so every batch size keeps its plan.
   size_t max_cached_plans = 8;
+  // Steps too small to gain from num_threads > 1 run on one thread: forking and joining the
+  // OpenMP team costs microseconds per parallel region (and its woken threads spin on cores a
+  // server's I/O threads need), more than a small step saves. A step keeps every thread when its
+  // cost (node_cost.h, from the shapes of the signature's recording run) reaches either figure:
+  // FLOPs for compute ops, bytes read + written for any op; steps without a figure (control flow)
+  // keep them too. 4 MFLOP is about 25 us on one AVX-512 core: DLRM at batch 64 keeps its three
+  // wide matmuls parallel and runs its embedding gathers, small matmuls and concats on one
+  // thread (docs/serving.md). Both 0: every step on num_threads. NodeProfile::threads shows it.
+  double min_parallel_flops = 4e6;
+  double min_parallel_bytes = 1 << 20;
   // Initializers whose every reader released them (KernelInfo::ReleaseConstantInput) are fed to
   // the kernels as data-less placeholders, and listed by ReleasableInitializers() for the owner of
   // the graph to free. Off: the executor keeps pointing at the graph's tensors.
@@ -88,6 +100,7 @@ struct NodeProfile {
   double total_bytes = 0;
   CostBound bound = CostBound::kNone;  // of the last profiled call
   bool int8 = false;                   // of the last profiled call
+  int threads = 0;                     // intra-op threads of the last profiled call
 };
 
 class GraphExecutor {
@@ -109,6 +122,10 @@ class GraphExecutor {
 
   // The memory plan of the most recently planned input signature (memory_plan.h).
   MemoryPlanStats memory_stats() const;
+  // Memory plans recorded so far (first runs of a signature in a run context, and runs of a
+  // signature whose plan was evicted): constant in steady state unless the signatures in use
+  // outnumber max_cached_plans.
+  int64_t plans_recorded() const { return plans_recorded_.load(std::memory_order_relaxed); }
   // Initializers no step reads any more (ExecutorOptions::release_constants): the graph's owner
   // may erase them.
   const std::vector<std::string>& ReleasableInitializers() const { return releasable_; }
@@ -130,10 +147,12 @@ class GraphExecutor {
     std::vector<int> inplace_input;  // per output: OpKernel::InPlaceInput, -1 for none
     std::vector<bool> released;      // per input: KernelInfo::ReleaseConstantInput
   };
+  struct CachedPlan;
   struct RunContext;
   struct RunMemory;
   class ContextLease;
   class Frame;
+  class StepThreads;
   using SubgraphFactory = std::function<StatusOr<std::shared_ptr<GraphExecutor>>(const Graph&)>;
 
   GraphExecutor(const Graph& graph, const Model& model);
@@ -153,14 +172,20 @@ class GraphExecutor {
   Status BindFrame(std::span<const Tensor> inputs, const ExecutionFrame* parent,
                    Frame* frame) const;
   RunMemory BeginMemory(std::span<const Tensor> inputs, RunContext* context, Frame* frame) const;
-  // `ns` and `cost` (both null unless profiling) receive the step's time and cost.
-  Status RunStep(size_t s, const RunMemory& memory, Frame* frame, int64_t* ns, NodeCost* cost,
-                 std::vector<const Tensor*>& in_ptrs, std::vector<Tensor>& out_vals) const;
+  // `ns` and `cost` (null unless profiling, or recording) receive the step's time and cost;
+  // `threads` are the intra-op threads it runs on.
+  Status RunStep(size_t s, const RunMemory& memory, Frame* frame, int threads, int64_t* ns,
+                 NodeCost* cost, std::vector<const Tensor*>& in_ptrs,
+                 std::vector<Tensor>& out_vals) const;
   Status StoreOutput(size_t s, size_t o, const RunMemory& memory,
                      std::span<const Tensor* const> in_ptrs, Tensor& out, Frame* frame) const;
   Status CollectOutputs(const Frame& frame, std::vector<Tensor>* outputs) const;
-  void AddProfile(const std::vector<int64_t>& step_ns, const std::vector<NodeCost>& step_cost) const;
-  void FinishRecording(RunMemory& memory, RunContext* context) const;
+  void AddProfile(const std::vector<int64_t>& step_ns, const std::vector<NodeCost>& step_cost,
+                  const std::vector<int>& step_threads) const;
+  void FinishRecording(RunMemory& memory, RunContext* context,
+                       std::vector<int> step_threads) const;
+  // The intra-op threads of a step of this cost (ExecutorOptions::min_parallel_flops / bytes).
+  int ThreadsFor(const NodeCost& cost) const;
 
   const Graph& graph_;
   const Model& model_;
@@ -185,6 +210,7 @@ class GraphExecutor {
   mutable std::vector<std::unique_ptr<RunContext>> free_contexts_ GUARDED_BY(pool_mu_);
   mutable MemoryPlanStats last_stats_ GUARDED_BY(pool_mu_);
 
+  mutable std::atomic<int64_t> plans_recorded_{0};
   mutable std::atomic<bool> profiling_{false};
   mutable Mutex profile_mu_;  // the profile counters, updated once per profiled Run
   struct StepProfile {
@@ -193,6 +219,7 @@ class GraphExecutor {
     double flops = 0;
     double bytes = 0;
     NodeCost last;  // bound and int8 of the last call
+    int threads = 0;  // of the last call
   };
   mutable std::vector<StepProfile> profile_ GUARDED_BY(profile_mu_);
 };

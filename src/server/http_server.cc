@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -653,6 +654,7 @@ StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpServerOptions&
   impl->Accept();
   for (int i = 0; i < options.io_threads; ++i) {
     impl->threads.emplace_back([ioc = &impl->ioc] {
+      pthread_setname_np(pthread_self(), "http-io");
       // Handlers do not throw (they return Status); an exception here is a bug worth a log line
       // rather than a terminated server.
       for (;;) {

@@ -129,6 +129,13 @@ std::string RenderPrometheusMetrics(const std::vector<ModelStatisticsSnapshot>& 
   for (size_t i = 0; i < models.size(); ++i) {
     fmt::format_to(it, "inferd_batch_split_total{{{}}} {}\n", labels[i], models[i].batches_split);
   }
+  Header(out, "inferd_memory_plans_recorded_total", "counter",
+         "Activation memory plans recorded (the first run of each input shape; growth in steady "
+         "state means shapes are re-planned).");
+  for (size_t i = 0; i < models.size(); ++i) {
+    fmt::format_to(it, "inferd_memory_plans_recorded_total{{{}}} {}\n", labels[i],
+                   models[i].memory_plans_recorded);
+  }
   struct HistFamily {
     const char* name;
     const char* help;

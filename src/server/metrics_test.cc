@@ -21,6 +21,7 @@ serving::ModelStatisticsSnapshot Snapshot(const std::string& name, int64_t versi
   s.pending = 3;
   s.instances = 2;
   s.scale_ups = 4;
+  s.memory_plans_recorded = 7;
   s.busy_ns = 1'500'000'000;
   s.request_us.bounds = {100, 1000, 10000};
   s.request_us.counts = {1, 5, 3, 1};
@@ -57,6 +58,8 @@ TEST(Metrics, RendersFamiliesWithLabels) {
   EXPECT_NE(text.find("inferd_model_scale_events_total{model=\"m2\",version=\"3\",direction=\"up\"} 4\n"),
             std::string::npos);
   EXPECT_NE(text.find("inferd_model_busy_seconds_total{model=\"m2\",version=\"3\"} 1.5\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("inferd_memory_plans_recorded_total{model=\"m2\",version=\"3\"} 7\n"),
             std::string::npos);
   EXPECT_NE(text.find("process_resident_memory_bytes 1048576"), std::string::npos);
 }

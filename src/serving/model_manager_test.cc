@@ -242,6 +242,39 @@ TEST_F(ModelManagerTest, BatchedRequestsGetTheirOwnRowsAndABadOneFailsAlone) {
   EXPECT_EQ(stats[0].failures[FailureReason::kInvalidInput], 1u);
 }
 
+// A batching model keeps a memory plan per batch size up to max_batch_size: a second pass over
+// every size records none (the executor's default of 8 plans re-recorded each of the 16 sizes).
+TEST_F(ModelManagerTest, SteadyStateBatchesAreNotReplanned) {
+  WriteAddModel(repo_ / "rows" / "1" / "model.onnx");
+  WriteFile(repo_ / "rows" / "config.pbtxt", R"pb(
+    name: "rows"
+    platform: "onnxruntime_onnx"
+    max_batch_size: 16
+    input [ { name: "x" data_type: TYPE_FP32 dims: [ 2 ] } ]
+    output [ { name: "y" data_type: TYPE_FP32 dims: [ 2 ] } ]
+    instance_group [ { count: 1 kind: KIND_CPU } ]
+    dynamic_batching { max_queue_delay_microseconds: 0 }
+  )pb");
+  Load();
+  auto plans = [&] {
+    auto stats = manager_->GetStatistics("rows");
+    EXPECT_EQ(stats.size(), 1u);
+    return stats.empty() ? int64_t{-1} : stats[0].memory_plans_recorded;
+  };
+  int64_t after_first = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int n = 1; n <= 16; ++n) {  // one request at a time: each batch is that request's rows
+      std::vector<float> v(2 * n, 1.5f);
+      Result r = Infer(Request("rows", Tensor::FromVector<float>(v, {n, 2})));
+      ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+      ASSERT_EQ(r.response.outputs.at(0).second.shape(), (Shape{n, 2}));
+    }
+    if (pass == 0) after_first = plans();
+  }
+  EXPECT_GE(after_first, 16);  // every size was planned once (warmup may add its own runs)
+  EXPECT_EQ(plans(), after_first);
+}
+
 TEST(ModelConfigTest, StrictParsingNamesUnknownField) {
   std::vector<std::string> warnings;
   auto c = ParseModelConfig("name: \"m\"\nbogus_field: 3\n", /*strict=*/true, &warnings);

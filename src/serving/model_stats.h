@@ -82,6 +82,10 @@ struct ModelStatisticsSnapshot {
   // Autoscaling events: instance count raised / lowered (autoscale_policy.h).
   uint64_t scale_ups = 0;
   uint64_t scale_downs = 0;
+  // Memory plans the version's session recorded (GraphExecutor::plans_recorded: warmup included);
+  // growing in steady state means input shapes outnumber the plans kept (re-planned runs allocate
+  // their activations on the heap). 0 for an ensemble.
+  int64_t memory_plans_recorded = 0;
 };
 
 using SteadyTime = std::chrono::steady_clock::time_point;

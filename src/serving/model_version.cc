@@ -51,9 +51,26 @@ Parallelism ResolveParallelism(const inference::ModelConfig& config,
   return p;
 }
 
-SessionOptions SessionOptionsFor(const inference::ModelConfig& config, int threads) {
+// Input-shape signatures whose memory plans each run context of the session keeps: a batching
+// model sees every batch size from 1 to max_batch_size (the config's, or the one CompleteConfig
+// fills in later, at most `autocomplete_max_batch_size`), each a signature of its own; with the
+// executor's default of 8, batch sizes beyond the 8 most recent were re-planned (a recording run
+// allocating every activation on the heap) again and again in steady state.
+size_t PlansToKeep(const inference::ModelConfig& config, int autocomplete_max_batch_size) {
+  const int max_batch = config.max_batch_size() > 0
+                            ? config.max_batch_size()
+                            : (config.input_size() == 0 && config.output_size() == 0
+                                   ? autocomplete_max_batch_size
+                                   : 0);
+  return static_cast<size_t>(std::max(ExecutorOptions{}.max_cached_plans,
+                                      static_cast<size_t>(std::max(0, max_batch))));
+}
+
+SessionOptions SessionOptionsFor(const inference::ModelConfig& config, int threads,
+                                 int autocomplete_max_batch_size) {
   SessionOptions so;
   so.num_threads = threads;
+  so.max_cached_plans = PlansToKeep(config, autocomplete_max_batch_size);
   // Graph optimizer level from config.pbtxt: inferd { optimization_level } (-1 none, 1 basic,
   // 2 extended, 3 all; 0 the default), else Triton's optimization { graph { level } } (-1 none,
   // >= 1 all).
@@ -72,7 +89,7 @@ StatusOr<std::unique_ptr<Session>> CreateVersionSession(const fs::path& model_pa
                                                         const inference::ModelConfig& config,
                                                         const ModelVersionOptions& options,
                                                         int threads, bool* cache_hit) {
-  SessionOptions so = SessionOptionsFor(config, threads);
+  SessionOptions so = SessionOptionsFor(config, threads, options.autocomplete_max_batch_size);
   if (!IsProcessingModel(config)) return options.cache->CreateSession(model_path, so, cache_hit);
   ASSIGN_OR_RETURN(Model model,
                    BuildProcessingModel(config, model_path.parent_path().parent_path()));
@@ -291,6 +308,7 @@ void ModelVersion::WarmupWorkers(int instances, uint64_t max_bytes) {
 
 ModelStatisticsSnapshot ModelVersion::Statistics() const {
   ModelStatisticsSnapshot s = ensemble_ ? ensemble_->Statistics() : stats_.Snapshot();
+  if (session_) s.memory_plans_recorded = session_->executor().plans_recorded();
   s.name = name();
   s.version = version();
   return s;

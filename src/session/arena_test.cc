@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 #include <malloc.h>
+#include <omp.h>
 
 #include <atomic>
 #include <cerrno>
@@ -171,6 +172,72 @@ TEST(MemoryPlannerTest, NewShapesGetTheirOwnPlansAndStayCorrect) {
     ExpectTensorNear(out[0], a[0], 0, 0);
     ASSERT_TRUE(session->Run({x4}, &out).ok());
     ExpectTensorNear(out[0], b[0], 0, 0);
+  }
+}
+
+// Each run context keeps the plans of max_cached_plans signatures: within it, no signature is
+// planned twice; beyond it, the least recently used one is evicted and recorded again.
+TEST(MemoryPlannerTest, PlansOfMaxCachedPlansSignaturesAreKept) {
+  const int sizes = 12;
+  for (size_t keep : {size_t{0}, size_t{sizes}}) {  // 0: the executor's default, 8
+    SessionOptions opts;
+    opts.num_threads = 1;
+    opts.optimization_level = OptimizationLevel::kNone;
+    opts.max_cached_plans = keep;
+    auto s = Session::Create(ConvMatMulModel(), opts);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    const Session& session = **s;
+    std::vector<Tensor> out;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int n = 1; n <= sizes; ++n) {
+        ASSERT_TRUE(session.Run({RandomFloat({n, 3, 16, 16}, -1, 1, n)}, &out).ok());
+        EXPECT_EQ(out[0].dim(0), n);
+      }
+      // Pass 1 records every size; pass 2 again (cyclic order evicts each before its turn) only
+      // when fewer plans are kept than there are sizes.
+      const int64_t expected = pass == 0 || keep == size_t{sizes} ? sizes : 2 * sizes;
+      EXPECT_EQ(session.executor().plans_recorded(), expected) << "keep " << keep << " pass "
+                                                               << pass;
+    }
+  }
+}
+
+// Steps below ExecutorOptions::min_parallel_flops and min_parallel_bytes (4 MFLOP, 1 MiB) run on
+// one thread once their signature is planned (its recording run costs them on num_threads). At
+// batch 64 the convolution (2·64·8·256·27 = 7.1 MFLOP) keeps both threads and the 10-wide MatMul
+// (2·64·2048·10 = 2.6 MFLOP, 0.6 MB) runs on one; serial_small_steps off keeps every step on two.
+// The results do not depend on it.
+TEST(MemoryPlannerTest, SmallStepsRunOnOneThread) {
+  Tensor x = RandomFloat({64, 3, 16, 16}, -1, 1, 7);
+  std::vector<Tensor> reference;
+  for (bool serial_small : {false, true}) {
+    SessionOptions opts;
+    opts.num_threads = 2;
+    opts.optimization_level = OptimizationLevel::kNone;
+    opts.serial_small_steps = serial_small;
+    auto s = Session::Create(ConvMatMulModel(), opts);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    const GraphExecutor& e = (*s)->executor();
+    std::vector<Tensor> out;
+    for (int run = 0; run < 3; ++run) {
+      omp_set_num_threads(1);  // Session::Run sets its own count
+      e.ResetProfile();
+      e.set_profiling(true);
+      ASSERT_TRUE((*s)->Run({x}, &out).ok());
+      e.set_profiling(false);
+      EXPECT_EQ(omp_get_max_threads(), 2) << "a run ends on num_threads";
+      for (const NodeProfile& n : e.Profile()) {
+        // The first run records the plan on num_threads.
+        const bool small = n.op_type == "MatMul" || n.op_type == "Add";
+        const int expected = run > 0 && serial_small && small ? 1 : 2;
+        EXPECT_EQ(n.threads, expected) << n.name << " run " << run << " serial " << serial_small;
+      }
+      if (reference.empty()) {
+        reference = out;
+      } else {
+        ExpectTensorNear(out[0], reference[0], 1e-5f, 1e-5f);
+      }
+    }
   }
 }
 

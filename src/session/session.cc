@@ -37,6 +37,8 @@ StatusOr<std::unique_ptr<Session>> Session::Create(Model model, const SessionOpt
   ex_opts.release_constants = !options.keep_initializers;
   ex_opts.poison_arena = options.poison_arena;
   ex_opts.batch_invariant_matmul = options.batch_invariant_matmul;
+  if (options.max_cached_plans > 0) ex_opts.max_cached_plans = options.max_cached_plans;
+  if (!options.serial_small_steps) ex_opts.min_parallel_flops = ex_opts.min_parallel_bytes = 0;
   ASSIGN_OR_RETURN(s->executor_,
                    GraphExecutor::Create(s->model_->graph, *s->model_, provider, ex_opts));
   // Weights the kernels hold packed copies of leave the graph: their buffers are freed once

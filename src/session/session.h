@@ -42,6 +42,13 @@ struct SessionOptions {
   // kernels/cpu/onednn/gemm_weights.h). The decoder runner sets it (a sequence's tokens must not
   // depend on what shares its step); off, encoder-sized products take oneDNN's gemm.
   bool batch_invariant_matmul = false;
+  // ExecutorOptions::max_cached_plans: input-shape signatures whose memory plans a run keeps;
+  // 0 keeps the executor's default (8). The server raises it to the model's max_batch_size
+  // for batching models (serving/model_version.cc), so no batch size is ever re-planned.
+  size_t max_cached_plans = 0;
+  // ExecutorOptions::min_parallel_flops / min_parallel_bytes: steps below both run on one thread.
+  // Off: every step on num_threads.
+  bool serial_small_steps = true;
 };
 
 class Session {

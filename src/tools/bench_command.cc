@@ -295,8 +295,9 @@ std::string ProfileJson(const BenchReport& r) {
   for (size_t i = 0; i < r.profile.nodes.size() && i < kSlowestNodes; ++i) {
     const NodeProfile& n = r.profile.nodes[i];
     nodes += fmt::format(
-        "{}{{\"name\": \"{}\", \"op_type\": \"{}\", \"ms_per_run\": {:.3f}, {}}}",
+        "{}{{\"name\": \"{}\", \"op_type\": \"{}\", \"ms_per_run\": {:.3f}, \"threads\": {}, {}}}",
         nodes.empty() ? "" : ", ", JsonEscape(n.name), JsonEscape(n.op_type), n.total_ms / iters,
+        n.threads,
         RooflineJson(n.total_flops / iters, n.total_bytes / iters, n.total_ms / iters, n.bound,
                      n.int8, r.peaks));
   }
@@ -370,9 +371,11 @@ void WriteProfileText(const BenchReport& r, std::ostream& out) {
   for (size_t i = 0; i < p.nodes.size() && i < kSlowestNodes; ++i) {
     const NodeProfile& n = p.nodes[i];
     const double ms = n.total_ms / iterations;
-    out << fmt::format("  {:<40} {:<16} {:>10.3f} ms/run   {}\n", n.name, n.op_type, ms,
+    out << fmt::format("  {:<40} {:<16} {:>10.3f} ms/run   {}  [{} thread{}]\n", n.name,
+                       n.op_type, ms,
                        RooflineText(n.total_flops / iterations, n.total_bytes / iterations, ms,
-                                    n.bound, n.int8, k));
+                                    n.bound, n.int8, k),
+                       n.threads, n.threads == 1 ? "" : "s");
   }
 }
 

@@ -1,5 +1,9 @@
 #include "kernels/cpu/cpu_provider.h"
 
+#include <omp.h>
+
+#include <algorithm>
+
 #include "kernels/cpu/onednn/dnnl_util.h"
 #include "kernels/cpu/register.h"
 
@@ -25,6 +29,9 @@ class CpuExecutionProvider final : public ExecutionProvider {
   }
   std::string_view Name() const override { return "cpu"; }
   const KernelRegistry& Registry() const override { return registry_; }
+  // oneDNN primitives run on the thread count they were created with: the kernels' plan caches
+  // key their primitives by it (onednn/dnnl_util.h, PrimitiveThreads).
+  void SetIntraOpThreads(int threads) const override { omp_set_num_threads(std::max(1, threads)); }
 
  private:
   KernelRegistry registry_;

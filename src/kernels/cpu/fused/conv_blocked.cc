@@ -235,9 +235,11 @@ class BlockedConvKernel final : public DnnlKernel {
   }
 
   StatusOr<std::shared_ptr<const Plan>> GetPlan(const Node& node, const Shape& xs) const {
+    Shape key = xs;
+    key.push_back(PrimitiveThreads());  // its primitives run on the threads they were made for
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = cache_.find(xs);
+      auto it = cache_.find(key);
       if (it != cache_.end()) return it->second;
     }
     const std::vector<int64_t> in = {xs[2], xs[3]}, kernel = {w_shape_[2], w_shape_[3]};
@@ -335,7 +337,7 @@ class BlockedConvKernel final : public DnnlKernel {
     if (!plan->dw_prim) plan->dst_md = pd->dst_desc();
     plan->weights = w_.Get(PlainDesc(wdims), pd->weights_desc());
     std::lock_guard<std::mutex> lock(mu_);
-    return cache_.emplace(xs, std::move(plan)).first->second;
+    return cache_.emplace(std::move(key), std::move(plan)).first->second;
   }
 
   WindowAttrs attrs_;
@@ -359,7 +361,7 @@ class BlockedConvKernel final : public DnnlKernel {
   PackedWeights dw_w_;
   Tensor dw_b_;
   mutable std::mutex mu_;
-  mutable std::map<Shape, std::shared_ptr<const Plan>> cache_;  // guarded by mu_
+  mutable std::map<Shape, std::shared_ptr<const Plan>> cache_;  // by shape + threads; mu_
 };
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "kernels/cpu/onednn/dnnl_util.h"
 
+#include <omp.h>
+
 #include <cstdlib>
 #include <memory>
 #include <new>
@@ -10,6 +12,8 @@ dnnl::engine& DnnlEngine() {
   static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
 }
+
+int PrimitiveThreads() { return omp_in_parallel() ? 1 : omp_get_max_threads(); }
 
 namespace {
 bool IsaHas(dnnl::cpu_isa feature) {

@@ -56,6 +56,13 @@ bool PreferPanelGemm();
 // never exact there. Callers use their int32 reference when this is false.
 bool DnnlInt8IsExact(DataType activations, const Tensor& weights);
 
+// The OpenMP threads a oneDNN primitive created now will run on: most fix their thread count at
+// creation (brgemm and jit matmul / convolution take dnnl_get_max_threads() then; a primitive
+// created on 2 threads forks 2 even when the caller's count is 1 by the time it runs), so kernels
+// key their cached primitives by it as well as by shape. The executor runs small steps on one
+// thread (ExecutorOptions::min_parallel_flops), so one node may need both.
+int PrimitiveThreads();
+
 // Thread-safety of cached primitives. Debian's oneDNN 2.6 is built with
 // DNNL_ENABLE_CONCURRENT_EXEC=OFF: in the default (library) scratchpad mode all primitives of a
 // thread share one scratchpad, so a primitive must not run from two threads at once nor move

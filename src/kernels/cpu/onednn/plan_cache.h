@@ -1,5 +1,6 @@
 // The per-shape plan cache of the oneDNN kernels: a plan (primitive and memory descriptors) is
-// built once per key (usually the input shape) and shared by every later run with that key.
+// built once per key (usually the input shape) and thread count (dnnl_util.h, PrimitiveThreads:
+// a primitive runs on the threads it was created for) and shared by every later run with both.
 #pragma once
 
 #include <map>
@@ -8,6 +9,7 @@
 #include <utility>
 
 #include "common/status.h"
+#include "kernels/cpu/onednn/dnnl_util.h"
 
 namespace inferd::cpu {
 
@@ -21,19 +23,20 @@ class PlanCache {
   // StatusOr<std::shared_ptr<const Plan>>) on a miss. A failed build caches nothing.
   template <typename Build>
   StatusOr<std::shared_ptr<const Plan>> Get(const Key& key, Build&& build) const {
+    std::pair<int, Key> full(PrimitiveThreads(), key);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = cache_.find(key);
+      auto it = cache_.find(full);
       if (it != cache_.end()) return it->second;
     }
     ASSIGN_OR_RETURN(std::shared_ptr<const Plan> plan, build());
     std::lock_guard<std::mutex> lock(mu_);
-    return cache_.emplace(key, std::move(plan)).first->second;
+    return cache_.emplace(std::move(full), std::move(plan)).first->second;
   }
 
  private:
   mutable std::mutex mu_;
-  mutable std::map<Key, std::shared_ptr<const Plan>> cache_;  // guarded by mu_
+  mutable std::map<std::pair<int, Key>, std::shared_ptr<const Plan>> cache_;  // guarded by mu_
 };
 
 }  // namespace inferd::cpu

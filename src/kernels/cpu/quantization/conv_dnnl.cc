@@ -56,9 +56,11 @@ StatusOr<Shape> DnnlQConv::OutputShape(const Node& node, const Shape& x) const {
 
 StatusOr<std::shared_ptr<const DnnlQConv::Plan>> DnnlQConv::GetPlan(const Node& node,
                                                                     const Shape& x_phys) const {
+  Shape key = x_phys;
+  key.push_back(PrimitiveThreads());  // its primitives run on the threads they were made for
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = plans_.find(x_phys);
+    auto it = plans_.find(key);
     if (it != plans_.end()) return it->second;
   }
   const Shape& ws = p_.weights.shape();
@@ -160,7 +162,7 @@ StatusOr<std::shared_ptr<const DnnlQConv::Plan>> DnnlQConv::GetPlan(const Node& 
   if (p_.x_zero_point != 0) plan->src_zp = zp_mem(p_.x_zero_point);
   if (p_.y_zero_point != 0 && !p_.residual) plan->dst_zp = zp_mem(p_.y_zero_point);
   std::lock_guard<std::mutex> lock(mu_);
-  return plans_.emplace(x_phys, std::move(plan)).first->second;
+  return plans_.emplace(std::move(key), std::move(plan)).first->second;
 }
 
 Status DnnlQConv::Run(const Node& node, const Tensor& x, const Tensor* z, Tensor* y) const {

@@ -72,7 +72,7 @@ class DnnlQConv {
 
   QConvParams p_;
   mutable std::mutex mu_;
-  mutable std::map<Shape, std::shared_ptr<const Plan>> plans_;  // guarded by mu_
+  mutable std::map<Shape, std::shared_ptr<const Plan>> plans_;  // by shape + threads; mu_
   mutable std::vector<dnnl::memory> packed_weights_;              // guarded by mu_
 };
 

@@ -102,7 +102,8 @@ class MatMulInt4Kernel final : public OpKernel {
  private:
   StatusOr<std::shared_ptr<const dnnl::matmul>> GetPrimitive(int64_t m) const {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = prims_.find(m);
+    const std::pair<int, int64_t> key(PrimitiveThreads(), m);  // a primitive keeps its threads
+    auto it = prims_.find(key);
     if (it != prims_.end()) return it->second;
     using md = dnnl::memory::desc;
     const auto f32 = dnnl::memory::data_type::f32;
@@ -110,12 +111,13 @@ class MatMulInt4Kernel final : public OpKernel {
     dnnl::matmul::desc d(md({m, k_}, f32, ab), md({k_, n_}, f32, dnnl::memory::format_tag::ba),
                          md({m, n_}, f32, ab));
     auto prim = std::make_shared<const dnnl::matmul>(dnnl::matmul::primitive_desc(d, UserScratchpad(), DnnlEngine()));
-    return prims_.emplace(m, prim).first->second;
+    return prims_.emplace(key, prim).first->second;
   }
 
   int64_t k_ = 0, n_ = 0, block_ = 32;
   mutable std::mutex mu_;
-  mutable std::map<int64_t, std::shared_ptr<const dnnl::matmul>> prims_;  // guarded by mu_
+  // By thread count and rows; guarded by mu_.
+  mutable std::map<std::pair<int, int64_t>, std::shared_ptr<const dnnl::matmul>> prims_;
 };
 
 class GatherInt4Kernel final : public OpKernel {
