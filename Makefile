@@ -125,7 +125,8 @@ ASAN_SKIP = ^(layering|gguf_writer|k8s_manifests|k8s_hpa_replay)$$
 $(ASAN_BUILD)/build.ninja:
 	@scripts/install_deps.sh
 	$(SAN_CMAKE) -B $(ASAN_BUILD) -DINFERD_SANITIZE=address,undefined \
-	  -DINFERD_SANITIZE_KERNELS=address -DINFERD_SANITIZE_TESTS=address
+	  -DINFERD_SANITIZE_KERNELS=address -DINFERD_SANITIZE_TESTS=address \
+	  -DINFERD_SANITIZE_PROTOS=address
 
 $(TSAN_BUILD)/build.ninja:
 	@scripts/install_deps.sh
