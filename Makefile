@@ -108,8 +108,11 @@ ASAN_ENV = ASAN_OPTIONS=$(ASAN_OPTS) $(SAN_ENV_REST)
 # hardening tests bound the server's RSS growth (+100 MiB under the gRPC stream flood and the
 # stalled uploads); 16 MiB still catches a use after free of anything freed since the last ~16 MiB.
 ASAN_TEST_ENV = ASAN_OPTIONS=$(ASAN_OPTS):quarantine_size_mb=16 $(SAN_ENV_REST)
+# OMP_THREAD_LIMIT=1, not only OMP_NUM_THREADS=1: Session::Run sets omp_set_num_threads(its
+# num_threads) and some kernels pass num_threads(...), both of which override OMP_NUM_THREADS; the
+# thread limit caps every parallel region at one thread whatever it asks for.
 TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(SAN_DIR)/tsan.supp \
-  OMP_NUM_THREADS=1
+  OMP_NUM_THREADS=1 OMP_THREAD_LIMIT=1
 # The targets the TSan tests need (not the kernel, optimizer, ... test binaries).
 TSAN_TARGETS = inferd_batching_test inferd_serving_test inferd_server_test inferd
 TSAN_TESTS = inferd_batching_test inferd_serving_test inferd_server_test
@@ -122,7 +125,8 @@ ASAN_SKIP = ^(layering|gguf_writer|k8s_manifests|k8s_hpa_replay)$$
 $(ASAN_BUILD)/build.ninja:
 	@scripts/install_deps.sh
 	$(SAN_CMAKE) -B $(ASAN_BUILD) -DINFERD_SANITIZE=address,undefined \
-	  -DINFERD_SANITIZE_KERNELS=address -DINFERD_SANITIZE_TESTS=address
+	  -DINFERD_SANITIZE_KERNELS=address -DINFERD_SANITIZE_TESTS=address \
+	  -DINFERD_SANITIZE_PROTOS=address
 
 $(TSAN_BUILD)/build.ninja:
 	@scripts/install_deps.sh

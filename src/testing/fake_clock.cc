@@ -22,25 +22,41 @@ void FakeClock::WaitUntil(std::condition_variable& cv, std::unique_lock<std::mut
   }
   waiters_changed_.NotifyAll();
   // `lock` has been held since the caller checked its condition, and Advance() takes that same
-  // mutex before notifying, so no wake-up is lost between registering and waiting.
+  // mutex to notify, so no wake-up is lost between registering and waiting.
   cv.wait(lock);
+  // The caller may destroy cv and its mutex as soon as this returns: first let every Advance that
+  // has taken this waiter notify it. `lock` is released meanwhile (that Advance may be waiting for
+  // it); a waiter re-checks its condition after WaitUntil anyway, as after any wait.
+  lock.unlock();
   {
     MutexLock l(&mu_);
+    while (it->notifying > 0) notified_.Wait(&mu_);
     waiters_.erase(it);
   }
+  lock.lock();
 }
 
 void FakeClock::Advance(std::chrono::microseconds d) {
-  std::vector<Waiter> to_wake;
+  std::vector<std::list<Waiter>::iterator> to_wake;
   {
     MutexLock l(&mu_);
     now_ += d;
-    to_wake.assign(waiters_.begin(), waiters_.end());
+    for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
+      ++it->notifying;  // keeps the waiter, its cv and its mutex in place until we are done
+      to_wake.push_back(it);
+    }
   }
-  for (const Waiter& w : to_wake) {
-    { std::lock_guard<std::mutex> l(*w.mu); }
-    w.cv->notify_all();
+  // cv and mu of a waiter never change after it registered, and it stays registered while
+  // notifying > 0, so they are read without mu_ (which must not be held with a waiter's mutex).
+  for (auto it : to_wake) {
+    std::lock_guard<std::mutex> l(*it->mu);
+    it->cv->notify_all();
   }
+  {
+    MutexLock l(&mu_);
+    for (auto it : to_wake) --it->notifying;
+  }
+  notified_.NotifyAll();
 }
 
 uint64_t FakeClock::WaitMark() const {

@@ -21,7 +21,10 @@ namespace inferd {
 //   clock.BlockUntilWaiting(clock.Now() + 1ms, mark);   // ...and now sleeps until +1ms
 //   clock.Advance(1ms);                                 // wakes it
 // Thread-safe. Lock order: a waiter's own mutex (the `lock` passed to WaitUntil) before mu_;
-// Advance takes the waiters' mutexes only after releasing mu_.
+// Advance takes the waiters' mutexes only after releasing mu_. A waiter's cv and mutex usually
+// live on its stack (serving::SleepUntil), so Advance marks each waiter it is about to notify
+// (Waiter::notifying) and a woken waiter leaves WaitUntil only once no Advance still holds a
+// pointer to them (TSan found the cv destroyed while Advance notified it).
 class FakeClock : public Clock {
  public:
   FakeClock();
@@ -43,10 +46,12 @@ class FakeClock : public Clock {
     std::mutex* mu;
     TimePoint deadline;
     uint64_t seq;
+    int notifying = 0;  // guarded by mu_: Advance calls still to notify cv (under mu) or done
   };
   // mu_ guards the time and the list of waiters; it is never held while waiting on a waiter's cv.
   mutable Mutex mu_;
   CondVar waiters_changed_;  // with mu_: a thread entered WaitUntil
+  CondVar notified_;         // with mu_: an Advance finished notifying (some notifying dropped)
   TimePoint now_ GUARDED_BY(mu_);
   uint64_t next_seq_ GUARDED_BY(mu_) = 1;
   std::list<Waiter> waiters_ GUARDED_BY(mu_);

@@ -16,6 +16,7 @@
 #include "session/test_util.h"
 
 namespace inferd {
+namespace moe_nbits_test {  // unity builds: moe_test.cc and moe_nbits_test.cc share a TU
 namespace {
 
 using testing::AttrInt;
@@ -391,4 +392,5 @@ TEST(MoENBits, NonFiniteInputsPropagateWithoutCrashing) {
 }
 
 }  // namespace
+}  // namespace moe_nbits_test
 }  // namespace inferd

@@ -9,6 +9,7 @@
 #include "session/test_util.h"
 
 namespace inferd {
+namespace moe_test {  // unity builds: moe_test.cc and moe_nbits_test.cc share a TU
 namespace {
 
 using testing::AttrInt;
@@ -191,4 +192,5 @@ TEST(MoE, NonFiniteInputsPropagateWithoutCrashing) {
 }
 
 }  // namespace
+}  // namespace moe_test
 }  // namespace inferd
