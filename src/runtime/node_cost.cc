@@ -27,12 +27,15 @@ double MatMulFlops(const TensorDims* a, const TensorDims* y) {
 }
 
 // Convolution Y [N, Cout, spatial...] with W [Cout, Cin/group, kernel...].
-double ConvFlops(const TensorDims* w, const TensorDims* y) {
+// y_channels_last: Y is [N, spatial..., C] (the int8 chains' NHWC QLinearConv), else [N, C, ...].
+double ConvFlops(const TensorDims* w, const TensorDims* y, bool y_channels_last = false) {
   if (!w || !y || w->shape.size() < 2 || y->shape.size() != w->shape.size()) return -1;
   const double n = static_cast<double>(y->shape[0]);
   const double cout = static_cast<double>(w->shape[0]);
-  return 2.0 * n * cout * Product(y->shape, 2, y->shape.size()) *
-         Product(w->shape, 1, w->shape.size());
+  const size_t rank = y->shape.size();
+  const double spatial =
+      y_channels_last ? Product(y->shape, 1, rank - 1) : Product(y->shape, 2, rank);
+  return 2.0 * n * cout * spatial * Product(w->shape, 1, w->shape.size());
 }
 
 // BlockedConv, optionally with a fused depthwise step (inputs 4, 5): the 1x1 stride-1 convolution
@@ -102,7 +105,7 @@ double ComputeFlops(const Node& node, std::span<const TensorDims> in,
   }
   if (op == "QLinearConv") {
     *int8 = true;
-    return ConvFlops(At(in, 3), y);
+    return ConvFlops(At(in, 3), y, node.GetInt("y_channels_last", 0) != 0);
   }
   if (op == "BlockedConv") return BlockedConvFlops(in, y);
   if (op == "ConvTranspose") return ConvTransposeFlops(x, At(in, 1));

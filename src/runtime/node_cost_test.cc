@@ -88,6 +88,16 @@ TEST(NodeCostTest, Int8OpsAreMarked) {
   NodeCost c = EstimateNodeCost(MakeNode("QLinearConv"), in, out);
   EXPECT_TRUE(c.int8);
   EXPECT_DOUBLE_EQ(c.flops, 2.0 * 8 * 16 * 4 * 9);
+  // The int8 chains' NHWC form (y_channels_last): Y [1, 4, 4, 8] is the same 16 positions x 8
+  // channels; read as NCHW it would count 4 x 8 positions of 4 channels.
+  Node nhwc = MakeNode("QLinearConv", "ai.inferd");
+  Attribute cl;
+  cl.type = Attribute::Type::kInt;
+  cl.i = 1;
+  nhwc.attributes["x_channels_last"] = cl;
+  nhwc.attributes["y_channels_last"] = cl;
+  std::vector<TensorDims> nhwc_out = {{DataType::kUInt8, {1, 4, 4, 8}, true}};
+  EXPECT_DOUBLE_EQ(EstimateNodeCost(nhwc, in, nhwc_out).flops, 2.0 * 8 * 16 * 4 * 9);
   std::vector<TensorDims> mm = {{DataType::kUInt8, {4, 8}, true}, {DataType::kInt8, {8, 2}, true}};
   std::vector<TensorDims> mm_out = {{DataType::kInt32, {4, 2}, true}};
   NodeCost m = EstimateNodeCost(MakeNode("MatMulInteger"), mm, mm_out);

@@ -355,8 +355,8 @@ void WriteProfileText(const BenchReport& r, std::ostream& out) {
   const cpu::MachinePeaks& k = r.peaks;
   const int iterations = r.options.iterations;
   out << fmt::format(
-      "\nmachine peaks: FP32 {:.1f} GFLOP/s, INT8 {:.1f} GOP/s (oneDNN sgemm / u8s8s32 gemm "
-      "{}x{}x{}), memory read {:.1f} GB/s ({} MiB); {} threads, measured in {:.0f} ms\n",
+      "\nmachine peaks: FP32 {:.1f} GFLOP/s, INT8 {:.1f} GOP/s (oneDNN sgemm / u8s8s32 gemm or "
+      "matmul {}x{}x{}), memory read {:.1f} GB/s ({} MiB); {} threads, measured in {:.0f} ms\n",
       k.fp32_gflops, k.int8_gops, k.gemm_size, k.gemm_size, k.gemm_size, k.mem_read_gbps,
       k.mem_bytes >> 20, k.threads, k.measure_ms);
   out << fmt::format("profile: {:.2f} ms per run inside kernels\n", p.profiled_ms);

@@ -3,9 +3,10 @@
 // kernel's achieved GFLOP/s or GB/s as a share of what this CPU, with these threads, reaches.
 //
 // FP32: oneDNN's dnnl_sgemm on a square n×n×n problem (n = 512 by default: 3 MiB of operands,
-// cache-resident on server CPUs; large enough that packing is amortized). INT8: dnnl_gemm_u8s8s32
-// on the same n (the s8·u8 → s32 kernels int8 Conv/MatMul use; without VNNI oneDNN multiplies with
-// vpmaddubsw). Each is the best of a few runs after a warm-up run. Memory: a streaming sum over
+// cache-resident on server CPUs; large enough that packing is amortized). INT8: the better of
+// dnnl_gemm_u8s8s32 and oneDNN's u8·s8 → s32 matmul primitive (weights in its own layout) on the
+// same n: without VNNI oneDNN multiplies with vpmaddubsw, and only the primitive uses AMX-INT8
+// tiles where the CPU has them. Each is the best of a few runs after a warm-up run. Memory: a streaming sum over
 // `mem_bytes` (256 MiB, well beyond any cache) split over the threads, best of a few passes.
 // All three take well under a second on a 2-core machine; a loaded machine reads lower.
 #pragma once
@@ -26,7 +27,7 @@ struct PeakOptions {
 
 struct MachinePeaks {
   double fp32_gflops = 0;   // 2·n³ / best sgemm time
-  double int8_gops = 0;     // 2·n³ / best u8s8s32 gemm time
+  double int8_gops = 0;     // 2·n³ / best u8s8s32 time (gemm API or matmul primitive)
   double mem_read_gbps = 0; // bytes / best pass time (1 GB = 1e9 bytes)
   int threads = 0;
   int64_t gemm_size = 0;
