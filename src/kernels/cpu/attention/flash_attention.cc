@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/util/denormals.h"
+#include "kernels/cpu/util/exp_poly.h"
 #include "kernels/cpu/util/vec8.h"
 
 // Without AVX (a build for baseline x86-64), GCC warns that 32-byte vector arguments change the
@@ -261,15 +262,12 @@ void GatherChunk(const AttentionTile& t, int64_t c0, int64_t nk, int64_t dv8, bo
 // e^x for x <= 0 on 8 lanes: ExpNonPositive with round-to-nearest range reduction (the same
 // r ∈ [-ln2/2, ln2/2] for the polynomial).
 inline V8 ExpV8(V8 x) {
-  x = x < Splat(-87.3f) ? Splat(-87.3f) : x;
-  const V8 fx = (x * 1.44269504088896341f + 12582912.f) - 12582912.f;  // rint, |x·log2e| < 2^22
-  const V8 r = x - fx * 0.693359375f + fx * 2.12194440e-4f;
-  V8 p = Splat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  using namespace exp_poly;
+  x = x < Splat(kMinArg) ? Splat(kMinArg) : x;
+  const V8 fx = (x * kLog2e + 12582912.f) - 12582912.f;  // rint, |x·log2e| < 2^22
+  const V8 r = x - fx * kLn2Hi + fx * kLn2Lo;
+  V8 p = Splat(kP[0]);
+  for (int i = 1; i < 6; ++i) p = p * r + kP[i];
   p = p * r * r + r + 1.f;
   const V8i bits = (__builtin_convertvector(fx, V8i) + 127) << 23;
   V8 scale;
