@@ -293,7 +293,7 @@ class BlockedConvKernel final : public DnnlKernel {
       attr.set_post_ops(fused_post_ops_);
       dnnl::convolution_forward::primitive_desc fused(desc, UserScratchpad(attr), DnnlEngine(),
                                                       /*allow_empty=*/true);
-      if (fused && std::string(fused.impl_info_str()).rfind("ref", 0) != 0) {
+      if (DnnlHasKernel(fused)) {
         pd = fused;
         plan->dw_fused = true;
         plan->dw_weights = dw_w_.Get(

@@ -6,7 +6,6 @@
 #include <cstring>
 #include <memory>
 #include <optional>
-#include <string>
 #include <unordered_map>
 
 #include "kernels/cpu/nn/register.h"
@@ -238,10 +237,12 @@ class ConvKernel final : public WindowedKernel<ConvPlan> {
     const auto alg = dnnl::algorithm::convolution_direct;
     const memory::dims strides = ToDims(g.strides), dil = DnnlDilations(g.dilations),
                        pl = ToDims(g.pad_begin), pr = ToDims(g.pad_end);
-    auto desc = has_bias ? dnnl::convolution_forward::desc(prop, alg, src_any, w_any, bias_md,
-                                                          dst_any, strides, dil, pl, pr)
-                         : dnnl::convolution_forward::desc(prop, alg, src_any, w_any, dst_any,
-                                                          strides, dil, pl, pr);
+    auto conv_desc = [&](const memory::desc& src, const memory::desc& dst) {
+      return has_bias ? dnnl::convolution_forward::desc(prop, alg, src, w_any, bias_md, dst,
+                                                        strides, dil, pl, pr)
+                      : dnnl::convolution_forward::desc(prop, alg, src, w_any, dst, strides, dil,
+                                                        pl, pr);
+    };
     dnnl::primitive_attr attr;
     attr.set_post_ops(post_ops_);
     // A first layer (2-D, ungrouped, fewer than 16 input channels: an image's 3) reads its input
@@ -255,18 +256,15 @@ class ConvKernel final : public WindowedKernel<ConvPlan> {
     if (xs.size() == 4 && group_ == 1 && xs[1] < 16) {
       const memory::desc src_plain(ToDims(xs), f32, tag::abcd),
           dst_blocked(ToDims(plan->out_shape), f32, DnnlHasAvx512() ? tag::aBcd16b : tag::aBcd8b);
-      auto first_desc =
-          has_bias ? dnnl::convolution_forward::desc(prop, alg, src_plain, w_any, bias_md,
-                                                     dst_blocked, strides, dil, pl, pr)
-                   : dnnl::convolution_forward::desc(prop, alg, src_plain, w_any, dst_blocked,
-                                                     strides, dil, pl, pr);
-      dnnl::convolution_forward::primitive_desc fpd(first_desc, UserScratchpad(attr),
-                                                    DnnlEngine(), /*allow_empty=*/true);
-      if (fpd && std::string(fpd.impl_info_str()).rfind("ref", 0) != 0) first = fpd;
+      dnnl::convolution_forward::primitive_desc fpd(conv_desc(src_plain, dst_blocked),
+                                                    UserScratchpad(attr), DnnlEngine(),
+                                                    /*allow_empty=*/true);
+      if (DnnlHasKernel(fpd)) first = fpd;
     }
     dnnl::convolution_forward::primitive_desc pd =
         first ? *first
-              : dnnl::convolution_forward::primitive_desc(desc, UserScratchpad(attr), DnnlEngine());
+              : dnnl::convolution_forward::primitive_desc(conv_desc(src_any, dst_any),
+                                                          UserScratchpad(attr), DnnlEngine());
     plan->prim = dnnl::convolution_forward(pd);
     plan->src_md = pd.src_desc();
     plan->weights_md = pd.weights_desc();

@@ -1,5 +1,7 @@
 #include "kernels/cpu/onednn/dnnl_util.h"
 
+#include <string_view>
+
 #include <omp.h>
 
 #include <cstdlib>
@@ -26,6 +28,10 @@ bool IsaHas(dnnl::cpu_isa feature) {
 bool DnnlHasAvx512() {
   static const bool avx512 = IsaHas(dnnl::cpu_isa::avx512_core);
   return avx512;
+}
+
+bool DnnlHasKernel(const dnnl::primitive_desc_base& pd) {
+  return pd && std::string_view(pd.impl_info_str()).rfind("ref", 0) != 0;
 }
 
 bool DnnlHasNativeBf16() {

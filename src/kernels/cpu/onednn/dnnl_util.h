@@ -39,6 +39,11 @@ bool DnnlHasAvx512();
 // Native bf16 arithmetic (avx512_core_bf16 and up); without it oneDNN emulates bf16 (avx512_core)
 // or has no bf16 convolution / matmul at all (AVX2).
 bool DnnlHasNativeBf16();
+// Whether a primitive descriptor created with allow_empty has a real kernel: not empty and not
+// oneDNN's reference implementation ("ref:...", scalar loops), which a caller with another way to
+// run the same work (its usual layouts, an unfused pair) should not take.
+bool DnnlHasKernel(const dnnl::primitive_desc_base& pd);
+
 // Whether float32 MatMul / FusedMatMul with a constant 2-D B may run util/panel_gemm.h instead of
 // oneDNN (at small row counts, and in decoders: onednn/gemm_weights.h): on CPUs below AVX-512
 // (where oneDNN 2.6 takes its plain-layout AVX2 gemm) and when this build compiles the panel
