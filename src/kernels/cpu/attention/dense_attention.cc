@@ -94,62 +94,54 @@ INFERD_AVX2 void Tile(const float* a, int64_t lda, int64_t depth, const float* b
   }
 }
 
-// The AVX-512 tile: one 16-wide accumulator per row, so up to 12 rows (12 of the 32 zmm
+// The AVX-512 tiles: one 16-wide accumulator per row and panel, over NP adjacent panels (b, then
+// b + b_next, ...; written to c, c + 16, ...). One panel gives up to 12 rows (12 of the 32 zmm
 // registers; 12 independent FMA chains cover the 4-cycle latency of two FMA ports) against the
-// AVX2 tile's 6. Same panels, same summation order per element as Tile (one FMA per k), so the two
-// paths agree to the last bit.
-template <int MR>
-INFERD_AVX512 void Tile512(const float* a, int64_t lda, int64_t depth, const float* b, float* c,
-                           int64_t ldc, bool accumulate) {
-  __m512 acc[MR];
+// AVX2 tile's 6; two panels (24 accumulators) let two vector loads feed 2·MR FMAs where one fed
+// MR, so the broadcasts and panel loads no longer bound the FMA ports (with one panel, 13 loads
+// per 12 FMAs). Same panels, same summation order per element as Tile (one FMA per k), so every
+// path agrees to the last bit.
+template <int MR, int NP>
+INFERD_AVX512 void TilePanels512(const float* a, int64_t lda, int64_t depth, const float* b,
+                                 int64_t b_next, float* c, int64_t ldc, bool accumulate) {
+  __m512 acc[NP][MR];
+#pragma GCC unroll 2
+  for (int p = 0; p < NP; ++p) {
 #pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < depth; ++k) {
-    const __m512 bv = _mm512_loadu_ps(b + k * kDensePanel);
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
-      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r * lda + k]), bv, acc[r]);
-    }
+    for (int r = 0; r < MR; ++r) acc[p][r] = _mm512_setzero_ps();
   }
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) {
-    float* cr = c + r * ldc;
-    if (accumulate) acc[r] = _mm512_add_ps(acc[r], _mm512_loadu_ps(cr));
-    _mm512_storeu_ps(cr, acc[r]);
-  }
-}
-
-// Tile512 over two panels at once: b and b + b_next (the next panel), written to c and c + 16.
-// Two vector loads feed 2·MR FMAs where Tile512's one fed MR, so the broadcasts and panel loads no
-// longer bound the FMA ports (with one panel, 13 loads per 12 FMAs). Each element still sums its
-// products in k order with one FMA each: the results are Tile512's (and Tile's) to the last bit.
-template <int MR>
-INFERD_AVX512 void Tile512x2(const float* a, int64_t lda, int64_t depth, const float* b,
-                             int64_t b_next, float* c, int64_t ldc, bool accumulate) {
-  __m512 lo[MR], hi[MR];
-#pragma GCC unroll 16
-  for (int r = 0; r < MR; ++r) lo[r] = hi[r] = _mm512_setzero_ps();
-  const float* b1 = b + b_next;
   for (int64_t k = 0; k < depth; ++k) {
-    const __m512 v0 = _mm512_loadu_ps(b + k * kDensePanel);
-    const __m512 v1 = _mm512_loadu_ps(b1 + k * kDensePanel);
+    __m512 bv[NP];
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; ++p) bv[p] = _mm512_loadu_ps(b + p * b_next + k * kDensePanel);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       const __m512 av = _mm512_set1_ps(a[r * lda + k]);
-      lo[r] = _mm512_fmadd_ps(av, v0, lo[r]);
-      hi[r] = _mm512_fmadd_ps(av, v1, hi[r]);
+#pragma GCC unroll 2
+      for (int p = 0; p < NP; ++p) acc[p][r] = _mm512_fmadd_ps(av, bv[p], acc[p][r]);
     }
   }
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
     float* cr = c + r * ldc;
-    if (accumulate) {
-      lo[r] = _mm512_add_ps(lo[r], _mm512_loadu_ps(cr));
-      hi[r] = _mm512_add_ps(hi[r], _mm512_loadu_ps(cr + kDensePanel));
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; ++p) {
+      if (accumulate) acc[p][r] = _mm512_add_ps(acc[p][r], _mm512_loadu_ps(cr + p * kDensePanel));
+      _mm512_storeu_ps(cr + p * kDensePanel, acc[p][r]);
     }
-    _mm512_storeu_ps(cr, lo[r]);
-    _mm512_storeu_ps(cr + kDensePanel, hi[r]);
   }
+}
+
+// One panel (the TileFn of the AVX-512 Tiles) and two (their PairFn).
+template <int MR>
+INFERD_AVX512 void Tile512(const float* a, int64_t lda, int64_t depth, const float* b, float* c,
+                           int64_t ldc, bool accumulate) {
+  TilePanels512<MR, 1>(a, lda, depth, b, 0, c, ldc, accumulate);
+}
+template <int MR>
+INFERD_AVX512 void Tile512x2(const float* a, int64_t lda, int64_t depth, const float* b,
+                             int64_t b_next, float* c, int64_t ldc, bool accumulate) {
+  TilePanels512<MR, 2>(a, lda, depth, b, b_next, c, ldc, accumulate);
 }
 
 using TileFn = void (*)(const float*, int64_t, int64_t, const float*, float*, int64_t, bool);
